@@ -16,6 +16,10 @@ class ConfigError(StreamCtxError):
 class InvalidEventError(StreamCtxError):
     """An input record cannot be applied; it is dead-lettered, never dropped."""
 
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+
 
 class BrokerError(StreamCtxError):
     """The Kafka cluster refused or failed an operation we cannot work around."""

@@ -1,0 +1,147 @@
+"""The bounded sliding window of one conversation: threshold, merge, true top-N eviction."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Literal
+
+import msgspec
+
+from stream_ctx.core.config import BundleConfig
+from stream_ctx.core.events import RetrievedItem
+from stream_ctx.core.scoring import priority, rank_key
+
+
+class ContextItem(msgspec.Struct, frozen=True, kw_only=True):
+    """An item held in a window; `entered` numbers arrivals so `stable` order can keep places."""
+
+    id: str
+    kind: str
+    salience: float
+    created_at: int
+    content: str
+    attributes: dict[str, str]
+    tags: list[str]
+    entered: int
+    # Position (Kafka offset) of the event that last changed the item; keys its changelog record.
+    revision: int = 0
+
+
+class WindowCounters(msgspec.Struct, kw_only=True):
+    """What a conversation has done so far; persisted with its window."""
+
+    seq: int = 0
+    accepted: int = 0
+    rejected: int = 0
+    evicted: int = 0
+    entered: int = 0
+
+
+AddStatus = Literal["accepted", "merged", "rejected"]
+
+
+class AddResult(msgspec.Struct, frozen=True, kw_only=True):
+    """The outcome of offering one item to a window; `evicted_id` names a displaced older item."""
+
+    item_id: str
+    status: AddStatus
+    reason: str | None = None
+    evicted: ContextItem | None = None
+
+    @property
+    def is_accepted(self) -> bool:
+        return self.status != "rejected"
+
+
+class RankedItem(msgspec.Struct, frozen=True):
+    """A held item with its priority at some reference time."""
+
+    item: ContextItem
+    priority: float
+
+
+class BundleAccumulator:
+    """One conversation's window. Every time is the triggering event's `ts`, never a clock."""
+
+    def __init__(
+        self,
+        config: BundleConfig,
+        *,
+        counters: WindowCounters | None = None,
+        items: Iterable[ContextItem] = (),
+    ) -> None:
+        self.config = config
+        self.counters = counters if counters is not None else WindowCounters()
+        self.items: dict[str, ContextItem] = {item.id: item for item in items}
+
+    def add(self, offered: RetrievedItem, *, now_ms: int, revision: int = 0) -> AddResult:
+        """Offer one item at event time `now_ms` and apply the window rules to it."""
+        created_at = offered.created_at if offered.created_at is not None else now_ms
+        if offered.salience < self.config.min_salience_threshold:
+            self.counters.rejected += 1
+            reason = (
+                f"salience {offered.salience!r} is below min_salience_threshold "
+                f"{self.config.min_salience_threshold!r}"
+            )
+            return AddResult(item_id=offered.id, status="rejected", reason=reason)
+        held = self.items.get(offered.id)
+        if held is not None:
+            self.items[offered.id] = _merged(held, offered, created_at, revision)
+            self.counters.accepted += 1
+            return AddResult(item_id=offered.id, status="merged")
+        newcomer = ContextItem(
+            id=offered.id,
+            kind=offered.kind,
+            salience=offered.salience,
+            created_at=created_at,
+            content=offered.content,
+            attributes=dict(offered.attributes),
+            tags=list(offered.tags),
+            entered=self.counters.entered,
+            revision=revision,
+        )
+        if len(self.items) < self.config.max_items:
+            return self._admit(newcomer)
+        lowest = max((*self.items.values(), newcomer), key=lambda it: self._rank_key(it, now_ms))
+        if lowest is newcomer:
+            self.counters.rejected += 1
+            reason = f"window is full ({self.config.max_items} items) and this item ranks lowest"
+            return AddResult(item_id=offered.id, status="rejected", reason=reason)
+        del self.items[lowest.id]
+        self.counters.evicted += 1
+        return self._admit(newcomer, evicted=lowest)
+
+    def ranked(self, *, now_ms: int) -> list[RankedItem]:
+        """The window's items with priorities at `now_ms`, best first."""
+        ranked = [RankedItem(item, self._priority(item, now_ms)) for item in self.items.values()]
+        ranked.sort(key=lambda r: rank_key(r.priority, r.item.salience, r.item.created_at, r.item.id))
+        return ranked
+
+    def _admit(self, item: ContextItem, evicted: ContextItem | None = None) -> AddResult:
+        self.items[item.id] = item
+        self.counters.accepted += 1
+        self.counters.entered += 1
+        return AddResult(item_id=item.id, status="accepted", evicted=evicted)
+
+    def _priority(self, item: ContextItem, now_ms: int) -> float:
+        return priority(item.salience, item.created_at, now_ms=now_ms, cfg=self.config)
+
+    def _rank_key(self, item: ContextItem, now_ms: int) -> tuple[float, float, int, str]:
+        """Ascending means best first, so the item to evict is the maximum."""
+        return rank_key(self._priority(item, now_ms), item.salience, item.created_at, item.id)
+
+
+def _merged(
+    held: ContextItem, offered: RetrievedItem, created_at: int, revision: int
+) -> ContextItem:
+    """A re-retrieved id stays one item: newest content and metadata, the higher salience."""
+    return msgspec.structs.replace(
+        held,
+        kind=offered.kind,
+        salience=max(held.salience, offered.salience),
+        created_at=created_at,
+        content=offered.content,
+        attributes=dict(offered.attributes),
+        tags=list(offered.tags),
+        revision=revision,
+    )

@@ -1,0 +1,64 @@
+"""The bundle wire type: one per finalize event, byte-identical however often it is rebuilt."""
+
+from __future__ import annotations
+
+import msgspec
+
+from stream_ctx.core.config import ContextFormat
+from stream_ctx.core.dag import SharedAttribute
+from stream_ctx.core.events import RenderOrder
+
+
+class BundleItem(msgspec.Struct, frozen=True, kw_only=True):
+    """An included item: metadata in full, content as the ids of its blocks, in order."""
+
+    id: str
+    kind: str
+    salience: float
+    priority: float
+    created_at: int
+    attributes: dict[str, str]
+    tags: list[str]
+    blocks: list[str]
+
+
+class BundleStats(msgspec.Struct, frozen=True, kw_only=True):
+    """The seed's window statistics, counted over the conversation so far, plus token counts."""
+
+    tokenizer: str
+    tokens_naive: int
+    tokens_bundle: int
+    tokens_prefix_reused: int
+    items_in_window: int
+    items_included: int
+    skipped_for_budget: int
+    max_items: int
+    fill_percentage: float
+    accepted: int
+    rejected: int
+    evicted: int
+    acceptance_rate: float
+    avg_salience: float
+    avg_priority: float
+    oldest_created_at: int | None
+    newest_created_at: int | None
+    blocks: int
+    shared_blocks: int
+
+
+class Bundle(msgspec.Struct, frozen=True, kw_only=True, tag="bundle", tag_field="type"):
+    """A conversation's context at one finalize: `items` in priority order, `context` to prompt."""
+
+    bundle_id: str
+    conversation_id: str
+    seq: int
+    request_id: str | None
+    trigger: str
+    ts: int
+    format: ContextFormat
+    order: RenderOrder
+    items: list[BundleItem]
+    blocks: dict[str, str]
+    shared: list[SharedAttribute]
+    context: str
+    stats: BundleStats

@@ -1,0 +1,64 @@
+"""Bytes in, bytes out: event decoding with errors that name the field and value, bundle encoding."""
+
+from __future__ import annotations
+
+import re
+
+import msgspec
+
+from stream_ctx.core.bundle import Bundle
+from stream_ctx.core.events import Event
+from stream_ctx.errors import InvalidEventError
+
+_event_decoder = msgspec.json.Decoder(Event)
+_raw_decoder = msgspec.json.Decoder()
+_encoder = msgspec.json.Encoder()
+_PATH = re.compile(r" - at `\$(?P<path>[^`]*)`$")
+_PATH_STEP = re.compile(r"\.([^.\[]+)|\[(\d+)\]")
+_MISSING = re.compile(r"Object missing required field `(?P<field>[^`]+)`")
+# Long values are cut in messages so a dead-letter header stays readable.
+_VALUE_REPR_LIMIT = 120
+
+
+def decode_event(data: bytes) -> Event:
+    """Decode one JSON event, or raise InvalidEventError naming the bad field and its value."""
+    try:
+        return _event_decoder.decode(data)
+    except msgspec.ValidationError as exc:
+        raise _describe(str(exc), data) from exc
+    except msgspec.DecodeError as exc:
+        raise InvalidEventError(f"invalid JSON: {exc}", path="$") from exc
+
+
+def encode_bundle(bundle: Bundle) -> bytes:
+    """The bundle's canonical JSON bytes (field order fixed, floats shortest round-trip)."""
+    return _encoder.encode(bundle)
+
+
+def _describe(message: str, data: bytes) -> InvalidEventError:
+    """Rewrite msgspec's message as "`items[2].salience` ..., got 7" using the raw document."""
+    found = _PATH.search(message)
+    path = found.group("path") if found else ""
+    reason = message[: found.start()] if found else message
+    missing = _MISSING.match(reason)
+    if missing:
+        field = f"{path}.{missing.group('field')}".lstrip(".")
+        return InvalidEventError(f"`{field}` is required but missing", path=f"$.{field}")
+    shown = path.lstrip(".") or "$"
+    value = _lookup(_raw_decoder.decode(data), path)
+    text = repr(value)
+    if len(text) > _VALUE_REPR_LIMIT:
+        text = text[:_VALUE_REPR_LIMIT] + "..."
+    return InvalidEventError(f"`{shown}`: {reason}, got {text}", path=f"${path}")
+
+
+def _lookup(document: object, path: str) -> object:
+    value = document
+    for key, index in _PATH_STEP.findall(path):
+        if key and isinstance(value, dict):
+            value = value.get(key)
+        elif index and isinstance(value, list) and int(index) < len(value):
+            value = value[int(index)]
+        else:
+            return None
+    return value

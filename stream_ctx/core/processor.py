@@ -1,0 +1,245 @@
+"""ContextProcessor: applies events to per-conversation windows and builds bundles.
+
+Deterministic: the same events in the same order give byte-identical bundles, whether they come
+from a file (`stream-ctx replay`) or from Kafka. `position` is where an event sits in its input
+(a Kafka offset, or a line number); an event at or below a conversation's last applied position
+is skipped, which is how restored state never applies an event twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import msgspec
+
+from stream_ctx.core.accumulator import BundleAccumulator, ContextItem, WindowCounters
+from stream_ctx.core.assembler import Assembly, DagContextAssembler
+from stream_ctx.core.bundle import Bundle, BundleItem, BundleStats
+from stream_ctx.core.config import BundleConfig
+from stream_ctx.core.events import End, Event, Finalize, Retrieval
+from stream_ctx.core.tokenizer import Tokenizer, get_tokenizer
+
+ItemKey = tuple[str, int]
+"""An item's changelog identity: (item id, revision)."""
+
+
+class ConversationState(msgspec.Struct, kw_only=True):
+    """What is persisted per conversation besides its items; `window` lists their keys."""
+
+    counters: WindowCounters
+    last_ts: int
+    position: int
+    window: list[ItemKey] = msgspec.field(default_factory=list)
+    is_ended: bool = False
+
+
+@dataclass(slots=True)
+class ConversationChange:
+    """What one conversation's changelog must record: item puts, then state, then drops."""
+
+    conversation_id: str
+    state: ConversationState
+    put: dict[ItemKey, ContextItem] = field(default_factory=dict)
+    dropped: set[ItemKey] = field(default_factory=set)
+
+    def drop(self, key: ItemKey) -> None:
+        """An item version is gone: unwrite it if written in this batch, else tombstone it."""
+        if self.put.pop(key, None) is None:
+            self.dropped.add(key)
+
+
+@dataclass(slots=True)
+class _Conversation:
+    window: BundleAccumulator
+    last_ts: int
+    position: int
+
+
+class ContextProcessor:
+    """All conversations of one input (a partition, or a replayed file)."""
+
+    def __init__(
+        self,
+        config: BundleConfig,
+        *,
+        tokenizer: Tokenizer | None = None,
+        is_tracking_changes: bool = False,
+    ) -> None:
+        self.config = config
+        self.tokenizer = tokenizer if tokenizer is not None else get_tokenizer(config.tokenizer)
+        self.conversations: dict[str, _Conversation] = {}
+        self._ended_at: dict[str, int] = {}
+        self._is_tracking = is_tracking_changes
+        self._changes: dict[str, ConversationChange] = {}
+
+    def apply(self, event: Event, *, position: int = 0) -> Bundle | None:
+        """Apply one event at `position` (increasing per input); return a finalize's bundle."""
+        cid = event.conversation_id
+        conv = self.conversations.get(cid)
+        floor = conv.position if conv is not None else self._ended_at.get(cid)
+        if floor is not None and position <= floor:
+            return None
+        self._ended_at.pop(cid, None)
+        ttl_ms = self.config.conversation_ttl_ms
+        if conv is not None and ttl_ms is not None and event.ts - conv.last_ts > ttl_ms:
+            self._close(cid, conv, position, is_ended=False)
+            conv = None
+        if isinstance(event, End):
+            if conv is not None:
+                self._close(cid, conv, position, is_ended=True)
+            return None
+        if conv is None:
+            conv = self.conversations[cid] = _Conversation(
+                BundleAccumulator(self.config), event.ts, position
+            )
+        conv.last_ts, conv.position = event.ts, position
+        change = self._change(cid, conv)
+        if isinstance(event, Retrieval):
+            self._add(conv.window, event, position, change)
+            return None
+        return self._finalize(cid, conv.window, event)
+
+    def restore(self, conversation_id: str, state: ConversationState,
+                items: Iterable[ContextItem]) -> None:
+        """Load a conversation's persisted state (changelog recovery)."""
+        if state.is_ended:
+            self._ended_at[conversation_id] = state.position
+            self.conversations.pop(conversation_id, None)
+            return
+        window = BundleAccumulator(self.config, counters=state.counters, items=items)
+        self.conversations[conversation_id] = _Conversation(window, state.last_ts, state.position)
+
+    def forget(self, conversation_ids: Iterable[str]) -> None:
+        """Drop conversations from memory (their partition was revoked); state stays durable."""
+        for cid in conversation_ids:
+            self.conversations.pop(cid, None)
+            self._ended_at.pop(cid, None)
+            self._changes.pop(cid, None)
+
+    def take_changes(self) -> list[ConversationChange]:
+        """Changes since the last call, one per touched conversation, in first-touch order."""
+        changes = list(self._changes.values())
+        self._changes = {}
+        for change in changes:
+            conv = self.conversations.get(change.conversation_id)
+            if conv is not None:
+                change.state.window = [(it.id, it.revision) for it in conv.window.items.values()]
+        return changes
+
+    def state_of(self, conversation_id: str) -> ConversationState | None:
+        """The state a changelog would hold for this conversation now."""
+        conv = self.conversations.get(conversation_id)
+        if conv is None:
+            return None
+        return self._state(conv)
+
+    def _add(self, window: BundleAccumulator, event: Retrieval, position: int,
+             change: ConversationChange | None) -> None:
+        for offered in event.items:
+            held = window.items.get(offered.id)
+            result = window.add(offered, now_ms=event.ts, revision=position)
+            if change is None or not result.is_accepted:
+                continue
+            if held is not None:
+                change.drop((held.id, held.revision))
+            if result.evicted is not None:
+                change.drop((result.evicted.id, result.evicted.revision))
+            change.put[(offered.id, position)] = window.items[offered.id]
+
+    def _finalize(self, cid: str, window: BundleAccumulator, event: Finalize) -> Bundle:
+        window.counters.seq += 1
+        ranked = window.ranked(now_ms=event.ts)
+        budget = event.max_tokens if event.max_tokens is not None else self.config.max_tokens
+        assembler = DagContextAssembler(self.tokenizer, fmt=self.config.format)
+        assembly = assembler.assemble(ranked, max_tokens=budget)
+        seq = window.counters.seq
+        return Bundle(
+            bundle_id=f"{cid}:{seq}",
+            conversation_id=cid,
+            seq=seq,
+            request_id=event.request_id,
+            trigger="finalize",
+            ts=event.ts,
+            format=self.config.format,
+            order=event.order or self.config.order,
+            items=[
+                BundleItem(
+                    id=r.item.id,
+                    kind=r.item.kind,
+                    salience=r.item.salience,
+                    priority=r.priority,
+                    created_at=r.item.created_at,
+                    attributes=r.item.attributes,
+                    tags=r.item.tags,
+                    blocks=ids,
+                )
+                for r, ids in zip(assembly.selected, assembly.dag.item_blocks, strict=True)
+            ],
+            blocks=assembly.dag.blocks,
+            shared=assembly.dag.shared,
+            context=assembly.context,
+            stats=self._stats(window, assembly, len(ranked)),
+        )
+
+    def _stats(self, window: BundleAccumulator, assembly: Assembly, held: int) -> BundleStats:
+        counters, selected = window.counters, assembly.selected
+        offered = counters.accepted + counters.rejected
+        created = [r.item.created_at for r in selected]
+        return BundleStats(
+            tokenizer=self.tokenizer.name,
+            tokens_naive=assembly.tokens_naive,
+            tokens_bundle=assembly.tokens_bundle,
+            tokens_prefix_reused=0,
+            items_in_window=held,
+            items_included=len(selected),
+            skipped_for_budget=assembly.skipped_for_budget,
+            max_items=self.config.max_items,
+            fill_percentage=100.0 * held / self.config.max_items,
+            accepted=counters.accepted,
+            rejected=counters.rejected,
+            evicted=counters.evicted,
+            acceptance_rate=counters.accepted / offered if offered else 0.0,
+            avg_salience=_mean([r.item.salience for r in selected]),
+            avg_priority=_mean([r.priority for r in selected]),
+            oldest_created_at=min(created, default=None),
+            newest_created_at=max(created, default=None),
+            blocks=len(assembly.dag.blocks),
+            shared_blocks=sum(1 for uses in assembly.dag.block_uses.values() if uses > 1),
+        )
+
+    def _change(self, cid: str, conv: _Conversation) -> ConversationChange | None:
+        if not self._is_tracking:
+            return None
+        change = self._changes.get(cid)
+        if change is None:
+            change = self._changes[cid] = ConversationChange(cid, self._state(conv))
+        else:
+            change.state = self._state(conv)
+        return change
+
+    def _close(self, cid: str, conv: _Conversation, position: int, *, is_ended: bool) -> None:
+        """End or expire a conversation: its items are dropped from the changelog."""
+        del self.conversations[cid]
+        if is_ended:
+            self._ended_at[cid] = position
+        if not self._is_tracking:
+            return
+        change = self._changes.get(cid)
+        if change is None:
+            change = self._changes[cid] = ConversationChange(cid, self._state(conv))
+        for item in conv.window.items.values():
+            change.drop((item.id, item.revision))
+        change.state = ConversationState(
+            counters=WindowCounters(), last_ts=conv.last_ts, position=position, is_ended=True
+        )
+
+    @staticmethod
+    def _state(conv: _Conversation) -> ConversationState:
+        return ConversationState(
+            counters=conv.window.counters, last_ts=conv.last_ts, position=conv.position
+        )
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else 0.0

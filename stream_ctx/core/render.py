@@ -1,0 +1,142 @@
+"""Render items as prompt text in the compact, full or token_optimized format, all lossless.
+
+Output is a list of segments (cache key, text). Every segment starts with a non-whitespace
+character and ends with a newline, so token counts add up exactly (see tokenizer.py). Content
+sits in fences longer than any backtick run it contains; a block used by several items is
+printed once with its id as the fence label and referenced by id where it recurs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+
+import msgspec
+
+from stream_ctx.core.accumulator import ContextItem
+from stream_ctx.core.config import ContextFormat
+from stream_ctx.core.dag import SharedAttribute, StateDag
+
+Segment = tuple[Hashable, str]
+
+_PLAIN_ATOM = re.compile(r'[^\s\[\](){}=;,#"@|`\\]+')
+_BACKTICK_RUN = re.compile(r"`+")
+_MIN_FENCE = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Placed:
+    """An included item, where it is rendered (1-based `number`) and its priority."""
+
+    number: int
+    item: ContextItem
+    priority: float
+    block_ids: Sequence[str]
+
+
+def fence_for(items: Sequence[ContextItem]) -> str:
+    """A backtick fence longer than any backtick run in the content, so no content closes it."""
+    longest = max(
+        (len(run) for item in items for run in _BACKTICK_RUN.findall(item.content)), default=0
+    )
+    return "`" * max(_MIN_FENCE, longest + 1)
+
+
+def atom(text: str) -> str:
+    """A name or value as written in context: bare when unambiguous, else a JSON string."""
+    if _PLAIN_ATOM.fullmatch(text):
+        return text
+    return msgspec.json.encode(text).decode()
+
+
+def render(
+    placed: Sequence[Placed], dag: StateDag | None, *, fmt: ContextFormat, fence: str
+) -> list[Segment]:
+    """Segments of the context; with `dag=None` the naive form: no hoisting, no shared blocks."""
+    segments: list[Segment] = []
+    header = _HEADERS[fmt].format(n=len(placed))
+    if header:
+        segments.append((header, header))
+    if dag is not None and dag.shared:
+        numbers = {p.item.id: p.number for p in placed}
+        line = _shared_line(dag.shared, numbers, len(placed), fmt)
+        segments.append((line, line))
+    printed: set[str] = set()
+    for p in placed:
+        head = _item_header(p, dag, fmt)
+        segments.append((head, head))
+        if dag is None:
+            text = f"{fence}\n{p.item.content}\n{fence}\n"
+            segments.append((("content", fence, p.item.content), text))
+            continue
+        for bid in p.block_ids:
+            if dag.block_uses[bid] == 1:
+                text = f"{fence}\n{dag.blocks[bid]}\n{fence}\n"
+                segments.append((("block", fence, bid), text))
+            elif bid in printed:
+                ref = _REPEATS[fmt].format(bid=bid)
+                segments.append((ref, ref))
+            else:
+                printed.add(bid)
+                text = f"{fence}{bid}\n{dag.blocks[bid]}\n{fence}\n"
+                segments.append((("labelled", fence, bid), text))
+    return segments
+
+
+_HEADERS: dict[ContextFormat, str] = {
+    "full": "# Retrieved context: {n} items, best first\n",
+    "compact": "Context: {n} items\n",
+    "token_optimized": "",
+}
+_REPEATS: dict[ContextFormat, str] = {
+    "full": "(the text of block {bid}, shown above, continues here)\n",
+    "compact": "[same as {bid}]\n",
+    "token_optimized": "={bid}\n",
+}
+
+
+def _shared_line(
+    shared: Sequence[SharedAttribute], numbers: dict[str, int], total: int, fmt: ContextFormat
+) -> str:
+    parts = []
+    for s in shared:
+        holders = "all" if s.count == total else ",".join(str(numbers[i]) for i in s.items)
+        parts.append(f"{_attribute(s.field, s.name, s.value)} @{holders}")
+    if fmt == "full":
+        return "Shared by items (@ item numbers):\n" + "".join(f"- {p}\n" for p in parts)
+    if fmt == "compact":
+        return "Shared: " + "; ".join(parts) + "\n"
+    return "shared " + " ".join(parts) + "\n"
+
+
+def _attribute(field: str, name: str, value: str) -> str:
+    return f"#{atom(value)}" if field == "tags" else f"{atom(name)}={atom(value)}"
+
+
+def _item_header(p: Placed, dag: StateDag | None, fmt: ContextFormat) -> str:
+    item = p.item
+    own = [
+        _attribute("attributes", name, value)
+        for name, value in item.attributes.items()
+        if dag is None or not dag.is_hoisted("attributes", name, value)
+    ]
+    own += [
+        _attribute("tags", "tag", tag)
+        for tag in item.tags
+        if dag is None or not dag.is_hoisted("tags", "tag", tag)
+    ]
+    ident = f"[{p.number}] {atom(item.id)}"
+    if fmt == "full":
+        lines = [
+            f"## {ident}\n",
+            f"kind: {atom(item.kind)}; salience: {item.salience!r}; "
+            f"priority: {p.priority:.4f}; created_at: {item.created_at}\n",
+        ]
+        if own:
+            lines.append(f"attributes: {' '.join(own)}\n")
+        return "".join(lines)
+    if fmt == "compact":
+        tail = f" {' '.join(own)}" if own else ""
+        return f"{ident} ({atom(item.kind)}, salience {item.salience!r}){tail}\n"
+    return " ".join([ident, atom(item.kind), *own]) + "\n"

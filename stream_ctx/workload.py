@@ -1,0 +1,124 @@
+"""A seeded, realistic retrieval workload for the demo, the tests and the benchmarks.
+
+Each conversation draws from a few documents cut into neighbouring chunks that overlap by about
+20%, re-retrieves some chunks, and asks for a bundle after every fourth retrieval.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from stream_ctx.core.events import End, Event, Finalize, Retrieval, RetrievedItem
+
+_SUBJECTS = ("the auth middleware", "the token cache", "the retry loop", "the request router",
+             "the connection pool", "the schema migration", "the rate limiter", "the job queue")
+_VERBS = ("rejects", "refreshes", "serialises", "retries", "drops", "validates", "batches",
+          "logs", "times out on", "deadlocks with")
+_OBJECTS = ("expired JWTs", "concurrent writes", "empty payloads", "stale replicas",
+            "UTF-8 headers", "large uploads", "idle sockets", "duplicate events")
+_CLAUSES = ("after the last deploy", "under load", "when the clock skews", "only in staging",
+            "unless the flag is set", "since version 2.3", "for tenants on the old plan")
+_LANGUAGES = ("rust", "python", "typescript", "go")
+_DOMAINS = ("web-api", "data-pipeline", "cli", "infra")
+_TASKS = ("debugging", "refactoring", "code-review", "incident")
+_TAGS = ("async", "auth", "db", "network", "perf", "security", "tests")
+_KINDS = ("chunk", "episode", "pattern", "tool_result")
+_DAY_MS = 86_400_000
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadShape:
+    """Sizes of a generated workload."""
+
+    conversations: int = 20
+    retrievals_per_conversation: int = 8
+    finalize_every: int = 4
+    items_per_retrieval: tuple[int, int] = (3, 8)
+    chunk_chars: tuple[int, int] = (200, 1500)
+    overlap: float = 0.2
+    re_retrieve: float = 0.25
+    start_ms: int = 1_764_480_000_000
+    is_ending: bool = True
+
+
+def _sentence(rng: random.Random) -> str:
+    return (f"{rng.choice(_SUBJECTS).capitalize()} {rng.choice(_VERBS)} "
+            f"{rng.choice(_OBJECTS)} {rng.choice(_CLAUSES)}.")
+
+
+def _document(rng: random.Random, chars: int) -> str:
+    parts: list[str] = []
+    size = 0
+    while size < chars:
+        sentence = _sentence(rng)
+        if rng.random() < 0.15:
+            sentence += "\n\n"
+        parts.append(sentence)
+        size += len(sentence) + 1
+    return " ".join(parts)
+
+
+def _chunks(rng: random.Random, shape: WorkloadShape, doc_id: str) -> list[tuple[str, str]]:
+    """Neighbouring chunks of one document, each overlapping the previous by `overlap`."""
+    low, high = shape.chunk_chars
+    sizes = [rng.randint(low, high) for _ in range(rng.randint(3, 6))]
+    text = _document(rng, sum(sizes))
+    chunks, start = [], 0
+    for n, size in enumerate(sizes):
+        chunks.append((f"{doc_id}:{n}", text[start : start + size]))
+        start += max(1, int(size * (1 - shape.overlap)))
+    return chunks
+
+
+def conversation_events(rng: random.Random, shape: WorkloadShape, cid: str) -> Iterator[Event]:
+    """One conversation's events, in order."""
+    documents = [_chunks(rng, shape, f"{cid}/doc{d}") for d in range(rng.randint(2, 4))]
+    language, domain = rng.choice(_LANGUAGES), rng.choice(_DOMAINS)
+    ts = shape.start_ms + rng.randint(0, 3_600_000)
+    seen: list[RetrievedItem] = []
+    for turn in range(1, shape.retrievals_per_conversation + 1):
+        ts += rng.randint(5_000, 60_000)
+        items: list[RetrievedItem] = []
+        for _ in range(rng.randint(*shape.items_per_retrieval)):
+            if seen and rng.random() < shape.re_retrieve:
+                items.append(rng.choice(seen))
+                continue
+            chunk_id, content = rng.choice(rng.choice(documents))
+            item = RetrievedItem(
+                id=chunk_id,
+                kind=rng.choice(_KINDS),
+                salience=round(rng.uniform(0.1, 1.0), 2),
+                content=content,
+                created_at=ts - rng.randint(0, 90 * _DAY_MS),
+                attributes={"language": language, "domain": domain,
+                            "task_type": rng.choice(_TASKS)},
+                tags=sorted(rng.sample(_TAGS, rng.randint(0, 3))),
+            )
+            items.append(item)
+            seen.append(item)
+        yield Retrieval(conversation_id=cid, event_id=f"{cid}/e{turn}r", ts=ts,
+                        query=f"turn {turn}", items=items)
+        if turn % shape.finalize_every == 0:
+            ts += rng.randint(100, 2_000)
+            yield Finalize(conversation_id=cid, event_id=f"{cid}/e{turn}f", ts=ts,
+                           request_id=f"turn-{turn}")
+    if shape.is_ending:
+        yield End(conversation_id=cid, event_id=f"{cid}/end", ts=ts + 1_000)
+
+
+def generate(seed: int, shape: WorkloadShape | None = None) -> list[Event]:
+    """All conversations' events interleaved round-robin, as they would arrive on a topic."""
+    shape = shape or WorkloadShape()
+    rng = random.Random(seed)
+    streams = [conversation_events(rng, shape, f"c-{n:05d}") for n in range(shape.conversations)]
+    events: list[Event] = []
+    while streams:
+        for stream in list(streams):
+            event = next(stream, None)
+            if event is None:
+                streams.remove(stream)
+            else:
+                events.append(event)
+    return events
