@@ -78,7 +78,9 @@ async def ensure_topics(
     if not specs:
         return
     names = ", ".join(repr(spec.name) for spec in specs)
-    async with _admin_client(client_kwargs, timeout_s=timeout_s, action=f"creating {names}") as admin:
+    async with _admin_client(
+        client_kwargs, timeout_s=timeout_s, action=f"creating {names}"
+    ) as admin:
         response = await admin.create_topics(
             [
                 NewTopic(
@@ -146,7 +148,7 @@ async def _all_partition_counts(admin: Any) -> dict[str, int]:
 async def _admin_client(
     client_kwargs: ClientKwargs, *, timeout_s: float, action: str
 ) -> AsyncIterator[Any]:
-    """A started admin client whose whole use is bounded by `timeout_s`; errors become BrokerError."""
+    """A started admin client, its whole use bounded by `timeout_s`; errors become BrokerError."""
     bootstrap = client_kwargs.get("bootstrap_servers")
     try:
         with anyio.fail_after(timeout_s):

@@ -1,4 +1,4 @@
-"""The embedded broker: Tansu, a Kafka-compatible broker with in-memory storage, for demos and tests.
+"""The embedded broker: Tansu, Kafka-compatible with in-memory storage, for demos and tests.
 
 This is the only Tansu-specific module; everything else speaks plain Kafka.
 """
@@ -54,7 +54,7 @@ class EmbeddedBroker:
         self.log_path = workdir / _LOG_NAME
 
     def __repr__(self) -> str:
-        return f"EmbeddedBroker(bootstrap_servers={self.bootstrap_servers!r}, pid={self._process.pid})"
+        return f"EmbeddedBroker({self.bootstrap_servers!r}, pid={self._process.pid})"
 
     @classmethod
     def start(cls, *, ready_timeout_s: float = READY_TIMEOUT_S) -> EmbeddedBroker:

@@ -7,8 +7,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+import anyio
+
 from stream_ctx.errors import StreamCtxError
+from stream_ctx.shell.logs import configure_logging
 from stream_ctx.shell.replay import replay
+from stream_ctx.shell.service import serve
 from stream_ctx.shell.settings import load_settings
 
 
@@ -42,6 +46,22 @@ def _replay(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run(args: argparse.Namespace) -> int:
+    overrides: dict[str, object] = {}
+    if args.bootstrap_servers:
+        overrides["kafka.bootstrap_servers"] = args.bootstrap_servers
+    if args.group_id:
+        overrides["kafka.group_id"] = args.group_id
+    if args.input_topic:
+        overrides["kafka.input_topics"] = args.input_topic
+    if args.output_topic:
+        overrides["kafka.output_topic"] = args.output_topic
+    settings = load_settings(args.config, overrides=overrides)
+    configure_logging(json_format=args.log_json)
+    anyio.run(serve, settings, backend="asyncio")
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="stream-ctx", description="Turn retrieval events into lossless, token-counted bundles."
@@ -53,6 +73,15 @@ def _parser() -> argparse.ArgumentParser:
     replay_cmd.add_argument("--config", type=Path, help="TOML config file ([bundle] table)")
     replay_cmd.add_argument("events", help="events file (JSON lines), or - for stdin")
     replay_cmd.set_defaults(handler=_replay)
+
+    run_cmd = commands.add_parser("run", help="process events from Kafka until SIGTERM/SIGINT")
+    run_cmd.add_argument("--config", type=Path, help="TOML config file")
+    run_cmd.add_argument("--bootstrap-servers", help="overrides kafka.bootstrap_servers")
+    run_cmd.add_argument("--group-id", help="overrides kafka.group_id")
+    run_cmd.add_argument("--input-topic", action="append", help="overrides kafka.input_topics")
+    run_cmd.add_argument("--output-topic", help="overrides kafka.output_topic")
+    run_cmd.add_argument("--log-json", action="store_true", help="one JSON object per log line")
+    run_cmd.set_defaults(handler=_run)
     return parser
 
 

@@ -1,0 +1,287 @@
+"""The stream processor: a consumer-group member applying events and publishing bundles.
+
+Per batch, in this order (the at-least-once protocol that makes replays exact):
+1. publish bundles and dead letters, and write new item versions to the changelog; await acks;
+2. write conversation states (each names the input offset it reflects); await acks;
+3. write tombstones for superseded item versions; commit the batch's input offsets.
+A crash anywhere leaves states that only point at written items and bundles already published
+for every event a state reflects; restarting re-applies exactly the events states do not reflect.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Iterable
+from dataclasses import dataclass, field
+
+import anyio
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener
+from aiokafka.structs import ConsumerRecord, OffsetAndMetadata, TopicPartition
+
+from stream_ctx.core.codec import encode_bundle
+from stream_ctx.core.processor import ContextProcessor
+from stream_ctx.errors import InvalidEventError
+from stream_ctx.shell.admin import TopicSpec, ensure_topics, partition_counts
+from stream_ctx.shell.changelog import ChangelogWrites, Record, RestoredPartition
+from stream_ctx.shell.connection import client_kwargs
+from stream_ctx.shell.dead_letter import Headers, dead_letter_headers
+from stream_ctx.shell.intake import read_event
+from stream_ctx.shell.settings import Settings
+
+log = logging.getLogger("stream_ctx.runner")
+
+# How long one fetch waits for records before the loop checks for shutdown and restores.
+_POLL_MS = 100
+# A heartbeat every third of the session timeout, Kafka's recommended ratio.
+_HEARTBEAT_FRACTION = 3
+
+
+def changelog_topic(input_topic: str, settings: Settings) -> str:
+    """The compacted topic holding the state of `input_topic`'s conversations."""
+    return f"{input_topic}.{settings.kafka.group_id}.{settings.state.changelog_suffix}"
+
+
+@dataclass(slots=True)
+class RunnerStats:
+    """Counters a run reports (and tests and metrics read)."""
+
+    events: int = 0
+    bundles: int = 0
+    dead_letters: int = 0
+    batches: int = 0
+    restored_conversations: int = 0
+    restored_records: int = 0
+    restore_seconds: float = 0.0
+    dead_letters_by_error: dict[str, int] = field(default_factory=dict)
+
+
+class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
+    def __init__(self, runner: Runner) -> None:
+        self._runner = runner
+
+    async def on_partitions_revoked(self, revoked: Iterable[TopicPartition]) -> None:
+        await self._runner.release(list(revoked))
+
+    async def on_partitions_assigned(self, assigned: Iterable[TopicPartition]) -> None:
+        self._runner.claim(list(assigned))
+
+
+class Runner:
+    """One processor instance; `run` until `stop` is set, then drain, commit and leave."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.stats = RunnerStats()
+        self.stop = anyio.Event()
+        self.is_ready = False
+        self._kwargs = client_kwargs(settings.kafka)
+        self._processors: dict[TopicPartition, ContextProcessor] = {}
+        self._pending_restore: set[TopicPartition] = set()
+        self._uncommitted: dict[TopicPartition, int] = {}
+        self._lock = anyio.Lock()
+        self._consumer: AIOKafkaConsumer | None = None
+        self._producer: AIOKafkaProducer | None = None
+        self._restorer: AIOKafkaConsumer | None = None
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+                  ) -> RunnerStats:
+        """Create topics, join the group, process until stopped."""
+        kafka = self.settings.kafka
+        counts = await partition_counts(self._kwargs, kafka.input_topics)
+        widest = max(counts.values())
+        specs = [TopicSpec(name=kafka.output_topic, partitions=widest),
+                 TopicSpec(name=kafka.dlq_topic, partitions=widest)]
+        specs += [TopicSpec(name=changelog_topic(t, self.settings), partitions=n, is_compacted=True,
+                            replication_factor=self.settings.state.replication_factor)
+                  for t, n in counts.items()]
+        await ensure_topics(self._kwargs, specs)
+        self._producer = AIOKafkaProducer(
+            **self._kwargs, acks="all", enable_idempotence=False,
+            max_batch_size=kafka.max_batch_size, linger_ms=kafka.linger_ms,
+            max_request_size=max(kafka.max_batch_size, 2 * kafka.max_event_bytes),
+        )
+        self._restorer = AIOKafkaConsumer(
+            **self._kwargs, group_id=None, enable_auto_commit=False,
+            auto_offset_reset="earliest",
+        )
+        self._consumer = AIOKafkaConsumer(
+            **self._kwargs, group_id=kafka.group_id, enable_auto_commit=False,
+            auto_offset_reset="earliest", session_timeout_ms=kafka.session_timeout_ms,
+            heartbeat_interval_ms=kafka.session_timeout_ms // _HEARTBEAT_FRACTION,
+            max_partition_fetch_bytes=max(1_048_576, kafka.max_event_bytes + 1024),
+        )
+        await self._producer.start()
+        await self._restorer.start()
+        self._consumer.subscribe(kafka.input_topics, listener=_Rebalance(self))
+        await self._consumer.start()
+        task_status.started()
+        try:
+            await self._loop()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._shutdown()
+        return self.stats
+
+    def claim(self, assigned: list[TopicPartition]) -> None:
+        """Newly assigned partitions wait, paused, until their state is restored."""
+        assert self._consumer is not None
+        fresh = [tp for tp in assigned if tp not in self._processors]
+        self._pending_restore.update(fresh)
+        self._consumer.pause(*fresh)
+        self.is_ready = not self._pending_restore
+        log.info("assigned %s; restoring %d partition(s)", _names(assigned), len(fresh))
+
+    async def release(self, revoked: list[TopicPartition]) -> None:
+        """Finish and commit what is in flight for revoked partitions, then forget them."""
+        self.is_ready = False
+        self._pending_restore.difference_update(revoked)
+        async with self._lock:
+            await self._commit()
+            for tp in revoked:
+                self._processors.pop(tp, None)
+        log.info("revoked %s", _names(revoked))
+
+    async def _loop(self) -> None:
+        assert self._consumer is not None
+        kafka = self.settings.kafka
+        while not self.stop.is_set():
+            if self._pending_restore:
+                await self._restore(set(self._pending_restore))
+                continue
+            batch = await self._consumer.getmany(
+                timeout_ms=_POLL_MS, max_records=self.settings.state.max_in_flight_events
+            )
+            if not batch:
+                continue
+            async with self._lock:
+                await self._process(batch, max_bytes=kafka.max_event_bytes)
+
+    async def _process(self, batch: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]],
+                       *, max_bytes: int) -> None:
+        assert self._producer is not None
+        kafka = self.settings.kafka
+        sends: list[Awaitable[object]] = []
+        changes = []
+        for tp, records in batch.items():
+            processor = self._processors.get(tp)
+            if processor is None:
+                continue  # revoked between the fetch and this batch
+            for record in records:
+                self.stats.events += 1
+                try:
+                    event = read_event(record, max_bytes=max_bytes)
+                    bundle = processor.apply(event, position=record.offset)
+                except Exception as exc:  # noqa: BLE001 - anything unprocessable is parked
+                    sends.append(await self._dead_letter(record, exc))
+                    continue
+                if bundle is not None:
+                    self.stats.bundles += 1
+                    sends.append(await self._producer.send(
+                        kafka.output_topic, encode_bundle(bundle),
+                        key=bundle.conversation_id.encode()))
+            self._uncommitted[tp] = records[-1].offset + 1
+            writes = ChangelogWrites.of(processor.take_changes())
+            changes.append((tp, writes))
+        # 1. bundles, dead letters and new item versions
+        for tp, writes in changes:
+            sends += await self._write(tp, writes.items)
+        await asyncio.gather(*sends)
+        # 2. states, each naming the last input offset it reflects
+        await asyncio.gather(*[f for tp, w in changes for f in await self._write(tp, w.states)])
+        # 3. tombstones for superseded versions, then the offsets
+        await asyncio.gather(*[f for tp, w in changes for f in await self._write(tp, w.tombstones)])
+        await self._commit()
+        self.stats.batches += 1
+
+    async def _write(self, tp: TopicPartition, records: list[Record]) -> list[Awaitable[object]]:
+        assert self._producer is not None
+        topic = changelog_topic(tp.topic, self.settings)
+        return [await self._producer.send(topic, value, key=key, partition=tp.partition)
+                for key, value in records]
+
+    async def _dead_letter(self, record: ConsumerRecord[bytes, bytes],
+                           error: Exception) -> Awaitable[object]:
+        assert self._producer is not None
+        self.stats.dead_letters += 1
+        kind = type(error).__name__
+        self.stats.dead_letters_by_error[kind] = self.stats.dead_letters_by_error.get(kind, 0) + 1
+        level = logging.WARNING if isinstance(error, InvalidEventError) else logging.ERROR
+        log.log(level, "dead letter #%d from %s/%d@%d: %s: %s", self.stats.dead_letters,
+                record.topic, record.partition, record.offset, kind, error,
+                exc_info=not isinstance(error, InvalidEventError))
+        headers: Headers = dead_letter_headers(record, error)
+        future: Awaitable[object] = await self._producer.send(
+            self.settings.kafka.dlq_topic, record.value, key=record.key, headers=headers)
+        return future
+
+    async def _commit(self) -> None:
+        if not self._uncommitted or self._consumer is None:
+            return
+        offsets = {tp: OffsetAndMetadata(offset, "") for tp, offset in self._uncommitted.items()}
+        self._uncommitted = {}
+        await self._consumer.commit(offsets)
+
+    async def _restore(self, partitions: set[TopicPartition]) -> None:
+        """Rebuild the windows of newly assigned partitions from their changelogs."""
+        assert self._restorer is not None and self._consumer is not None
+        started = time.perf_counter()
+        sources = {TopicPartition(changelog_topic(tp.topic, self.settings), tp.partition): tp
+                   for tp in partitions}
+        restored = {tp: RestoredPartition() for tp in partitions}
+        self._restorer.assign(list(sources))
+        for changelog_tp in sources:
+            self._restorer.seek(changelog_tp, 0)
+        remaining = set(sources)
+        with anyio.fail_after(self.settings.state.restore_timeout_s):
+            while remaining:
+                fetched = await self._restorer.getmany(*remaining, timeout_ms=_POLL_MS)
+                for changelog_tp, records in fetched.items():
+                    target = restored[sources[changelog_tp]]
+                    for record in records:
+                        target.apply(record.key, record.value)
+                for changelog_tp in list(remaining):
+                    source = sources[changelog_tp]
+                    highwater = self._restorer.highwater(changelog_tp)
+                    position = await self._restorer.position(changelog_tp)
+                    if source not in self._pending_restore:
+                        remaining.discard(changelog_tp)  # revoked while restoring
+                    elif highwater is not None and position >= highwater:
+                        remaining.discard(changelog_tp)
+        cleanup: list[Awaitable[object]] = []
+        for tp, state in restored.items():
+            if tp not in self._pending_restore:
+                continue
+            processor = ContextProcessor(self.settings.bundle, is_tracking_changes=True)
+            for cid, conversation, items in state.conversations():
+                processor.restore(cid, conversation, items)
+            cleanup += await self._write(tp, state.orphans())
+            self._processors[tp] = processor
+            self._pending_restore.discard(tp)
+            self._consumer.resume(tp)
+            self.stats.restored_conversations += len(processor.conversations)
+            self.stats.restored_records += state.records
+        await asyncio.gather(*cleanup)
+        elapsed = time.perf_counter() - started
+        self.stats.restore_seconds += elapsed
+        self.is_ready = not self._pending_restore
+        conversations = sum(len(s.states) for s in restored.values())
+        log.info("restored %d conversation(s) from %d changelog record(s) in %.3f s (%.0f/s)",
+                 conversations, sum(s.records for s in restored.values()), elapsed,
+                 conversations / elapsed if elapsed > 0 else 0.0)
+
+    async def _shutdown(self) -> None:
+        async with self._lock:
+            try:
+                await self._commit()
+            finally:
+                for client in (self._consumer, self._restorer, self._producer):
+                    if client is not None:
+                        await client.stop()
+        log.info("stopped: %d events, %d bundles, %d dead letters", self.stats.events,
+                 self.stats.bundles, self.stats.dead_letters)
+
+
+def _names(partitions: Iterable[TopicPartition]) -> str:
+    return ", ".join(f"{tp.topic}/{tp.partition}" for tp in sorted(partitions)) or "nothing"
