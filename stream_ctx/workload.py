@@ -12,14 +12,47 @@ from dataclasses import dataclass
 
 from stream_ctx.core.events import End, Event, Finalize, Retrieval, RetrievedItem
 
-_SUBJECTS = ("the auth middleware", "the token cache", "the retry loop", "the request router",
-             "the connection pool", "the schema migration", "the rate limiter", "the job queue")
-_VERBS = ("rejects", "refreshes", "serialises", "retries", "drops", "validates", "batches",
-          "logs", "times out on", "deadlocks with")
-_OBJECTS = ("expired JWTs", "concurrent writes", "empty payloads", "stale replicas",
-            "UTF-8 headers", "large uploads", "idle sockets", "duplicate events")
-_CLAUSES = ("after the last deploy", "under load", "when the clock skews", "only in staging",
-            "unless the flag is set", "since version 2.3", "for tenants on the old plan")
+_SUBJECTS = (
+    "the auth middleware",
+    "the token cache",
+    "the retry loop",
+    "the request router",
+    "the connection pool",
+    "the schema migration",
+    "the rate limiter",
+    "the job queue",
+)
+_VERBS = (
+    "rejects",
+    "refreshes",
+    "serialises",
+    "retries",
+    "drops",
+    "validates",
+    "batches",
+    "logs",
+    "times out on",
+    "deadlocks with",
+)
+_OBJECTS = (
+    "expired JWTs",
+    "concurrent writes",
+    "empty payloads",
+    "stale replicas",
+    "UTF-8 headers",
+    "large uploads",
+    "idle sockets",
+    "duplicate events",
+)
+_CLAUSES = (
+    "after the last deploy",
+    "under load",
+    "when the clock skews",
+    "only in staging",
+    "unless the flag is set",
+    "since version 2.3",
+    "for tenants on the old plan",
+)
 _LANGUAGES = ("rust", "python", "typescript", "go")
 _DOMAINS = ("web-api", "data-pipeline", "cli", "infra")
 _TASKS = ("debugging", "refactoring", "code-review", "incident")
@@ -44,8 +77,10 @@ class WorkloadShape:
 
 
 def _sentence(rng: random.Random) -> str:
-    return (f"{rng.choice(_SUBJECTS).capitalize()} {rng.choice(_VERBS)} "
-            f"{rng.choice(_OBJECTS)} {rng.choice(_CLAUSES)}.")
+    return (
+        f"{rng.choice(_SUBJECTS).capitalize()} {rng.choice(_VERBS)} "
+        f"{rng.choice(_OBJECTS)} {rng.choice(_CLAUSES)}."
+    )
 
 
 def _document(rng: random.Random, chars: int) -> str:
@@ -92,18 +127,27 @@ def conversation_events(rng: random.Random, shape: WorkloadShape, cid: str) -> I
                 salience=round(rng.uniform(0.1, 1.0), 2),
                 content=content,
                 created_at=ts - rng.randint(0, 90 * _DAY_MS),
-                attributes={"language": language, "domain": domain,
-                            "task_type": rng.choice(_TASKS)},
+                attributes={
+                    "language": language,
+                    "domain": domain,
+                    "task_type": rng.choice(_TASKS),
+                },
                 tags=sorted(rng.sample(_TAGS, rng.randint(0, 3))),
             )
             items.append(item)
             seen.append(item)
-        yield Retrieval(conversation_id=cid, event_id=f"{cid}/e{turn}r", ts=ts,
-                        query=f"turn {turn}", items=items)
+        yield Retrieval(
+            conversation_id=cid,
+            event_id=f"{cid}/e{turn}r",
+            ts=ts,
+            query=f"turn {turn}",
+            items=items,
+        )
         if turn % shape.finalize_every == 0:
             ts += rng.randint(100, 2_000)
-            yield Finalize(conversation_id=cid, event_id=f"{cid}/e{turn}f", ts=ts,
-                           request_id=f"turn-{turn}")
+            yield Finalize(
+                conversation_id=cid, event_id=f"{cid}/e{turn}f", ts=ts, request_id=f"turn-{turn}"
+            )
     if shape.is_ending:
         yield End(conversation_id=cid, event_id=f"{cid}/end", ts=ts + 1_000)
 

@@ -114,7 +114,7 @@ class BundleAccumulator:
     def ranked(self, *, now_ms: int) -> list[RankedItem]:
         """The window's items with priorities at `now_ms`, best first."""
         ranked = [RankedItem(item, self._priority(item, now_ms)) for item in self.items.values()]
-        ranked.sort(key=lambda r: rank_key(r.priority, r.item.salience, r.item.created_at, r.item.id))
+        ranked.sort(key=_ranked_key)
         return ranked
 
     def _admit(self, item: ContextItem, evicted: ContextItem | None = None) -> AddResult:
@@ -129,6 +129,11 @@ class BundleAccumulator:
     def _rank_key(self, item: ContextItem, now_ms: int) -> tuple[float, float, int, str]:
         """Ascending means best first, so the item to evict is the maximum."""
         return rank_key(self._priority(item, now_ms), item.salience, item.created_at, item.id)
+
+
+def _ranked_key(ranked: RankedItem) -> tuple[float, float, int, str]:
+    item = ranked.item
+    return rank_key(ranked.priority, item.salience, item.created_at, item.id)
 
 
 def _merged(

@@ -1,4 +1,4 @@
-"""Bytes in, bytes out: event decoding with errors that name the field and value, bundle encoding."""
+"""Bytes in, bytes out: events decoded with errors naming field and value; bundles encoded."""
 
 from __future__ import annotations
 

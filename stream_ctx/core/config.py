@@ -89,9 +89,7 @@ def bundle_config_from_table(table: dict[str, Any]) -> BundleConfig:
     preset_name = overrides.pop("preset", "default")
     base = PRESETS.get(preset_name) if isinstance(preset_name, str) else None
     if base is None:
-        raise ConfigError(
-            f"`bundle.preset` must be one of {sorted(PRESETS)}, got {preset_name!r}"
-        )
+        raise ConfigError(f"`bundle.preset` must be one of {sorted(PRESETS)}, got {preset_name!r}")
     merged = msgspec.structs.asdict(base) | overrides
     try:
         return msgspec.convert(merged, BundleConfig)

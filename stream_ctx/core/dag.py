@@ -11,6 +11,7 @@ import hashlib
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from os.path import commonprefix
 
 import msgspec
@@ -105,7 +106,7 @@ def _cut(texts: list[str]) -> list[list[str]]:
     pieces = []
     for text, text_cuts in zip(texts, cuts, strict=True):
         edges = sorted(text_cuts)
-        pieces.append([text[i:j] for i, j in zip(edges, edges[1:]) if j > i])
+        pieces.append([text[i:j] for i, j in pairwise(edges) if j > i])
     return pieces
 
 
@@ -129,11 +130,14 @@ def _find_matches(texts: list[str]) -> Iterator[_Match]:
             src, src_pos = hit
             source = texts[src]
             back = 0
-            while pos - back > floor and src_pos - back > 0 and (
-                text[pos - back - 1] == source[src_pos - back - 1]
+            while (
+                pos - back > floor
+                and src_pos - back > 0
+                and (text[pos - back - 1] == source[src_pos - back - 1])
             ):
                 back += 1
-            ahead = len(commonprefix([text[pos:], source[src_pos:]]))
+            # Character-wise common prefix in C: exactly the forward extent of the match.
+            ahead = len(commonprefix([text[pos:], source[src_pos:]]))  # noqa: RUF071
             length = back + ahead
             if length >= MIN_SHARED_CHARS:
                 yield _Match(src, src_pos - back, t, pos - back, length)

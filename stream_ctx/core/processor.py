@@ -100,8 +100,9 @@ class ContextProcessor:
             return None
         return self._finalize(cid, conv.window, event)
 
-    def restore(self, conversation_id: str, state: ConversationState,
-                items: Iterable[ContextItem]) -> None:
+    def restore(
+        self, conversation_id: str, state: ConversationState, items: Iterable[ContextItem]
+    ) -> None:
         """Load a conversation's persisted state (changelog recovery)."""
         if state.is_ended:
             self._ended_at[conversation_id] = state.position
@@ -134,8 +135,13 @@ class ContextProcessor:
             return None
         return self._state(conv)
 
-    def _add(self, window: BundleAccumulator, event: Retrieval, position: int,
-             change: ConversationChange | None) -> None:
+    def _add(
+        self,
+        window: BundleAccumulator,
+        event: Retrieval,
+        position: int,
+        change: ConversationChange | None,
+    ) -> None:
         for offered in event.items:
             held = window.items.get(offered.id)
             result = window.add(offered, now_ms=event.ts, revision=position)

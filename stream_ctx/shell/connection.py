@@ -10,12 +10,24 @@ from stream_ctx.errors import ConfigError
 from stream_ctx.shell.settings import KafkaSettings
 
 # Keys of [kafka.client] that name TLS files; they become one ssl.SSLContext for aiokafka.
-_TLS_KEYS = {"ssl_cafile": "cafile", "ssl_certfile": "certfile", "ssl_keyfile": "keyfile",
-             "ssl_password": "password"}
+_TLS_KEYS = {
+    "ssl_cafile": "cafile",
+    "ssl_certfile": "certfile",
+    "ssl_keyfile": "keyfile",
+    "ssl_password": "password",
+}
 _PASSED_THROUGH = {
-    "security_protocol", "sasl_mechanism", "sasl_plain_username", "sasl_plain_password",
-    "sasl_kerberos_service_name", "sasl_kerberos_domain_name", "client_id",
-    "request_timeout_ms", "retry_backoff_ms", "metadata_max_age_ms", "connections_max_idle_ms",
+    "security_protocol",
+    "sasl_mechanism",
+    "sasl_plain_username",
+    "sasl_plain_password",
+    "sasl_kerberos_service_name",
+    "sasl_kerberos_domain_name",
+    "client_id",
+    "request_timeout_ms",
+    "retry_backoff_ms",
+    "metadata_max_age_ms",
+    "connections_max_idle_ms",
 }
 
 
@@ -30,7 +42,9 @@ def client_kwargs(kafka: KafkaSettings) -> dict[str, Any]:
             kwargs[key] = value
         else:
             allowed = sorted(_PASSED_THROUGH | _TLS_KEYS.keys())
-            raise ConfigError(f"`kafka.client.{key}` is not a supported setting; use one of {allowed}")
+            raise ConfigError(
+                f"`kafka.client.{key}` is not a supported setting; use one of {allowed}"
+            )
     if tls or str(kwargs.get("security_protocol", "")).endswith("SSL"):
         kwargs["ssl_context"] = create_ssl_context(**tls)
         kwargs.setdefault("security_protocol", "SSL")

@@ -12,7 +12,7 @@ from stream_ctx.errors import InvalidEventError
 
 
 def replay(config: BundleConfig, lines: Iterable[bytes], out: BinaryIO, err: TextIO) -> int:
-    """Write each finalize's bundle to `out`; report bad lines on `err`; return how many were bad."""
+    """Write each finalize's bundle to `out`, report bad lines on `err`; return the bad count."""
     processor = ContextProcessor(config)
     bad = 0
     for number, line in enumerate(lines, start=1):

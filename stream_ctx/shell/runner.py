@@ -22,7 +22,7 @@ from aiokafka.structs import ConsumerRecord, OffsetAndMetadata, TopicPartition
 
 from stream_ctx.core.codec import encode_bundle
 from stream_ctx.core.processor import ContextProcessor
-from stream_ctx.errors import InvalidEventError
+from stream_ctx.errors import InvalidEventError, StreamCtxError
 from stream_ctx.shell.admin import TopicSpec, ensure_topics, partition_counts
 from stream_ctx.shell.changelog import ChangelogWrites, Record, RestoredPartition
 from stream_ctx.shell.connection import client_kwargs
@@ -34,6 +34,9 @@ log = logging.getLogger("stream_ctx.runner")
 
 # How long one fetch waits for records before the loop checks for shutdown and restores.
 _POLL_MS = 100
+# Output and dead-letter topics we create keep a week: bundles are consumed within seconds, and
+# a week leaves time to inspect and re-drive dead letters. Existing topics are left as they are.
+_OUTPUT_RETENTION_MS = 7 * 24 * 3_600_000
 # A heartbeat every third of the session timeout, Kafka's recommended ratio.
 _HEARTBEAT_FRACTION = 3
 
@@ -68,6 +71,13 @@ class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
         self._runner.claim(list(assigned))
 
 
+@dataclass(frozen=True, slots=True)
+class _Clients:
+    consumer: AIOKafkaConsumer
+    producer: AIOKafkaProducer
+    restorer: AIOKafkaConsumer
+
+
 class Runner:
     """One processor instance; `run` until `stop` is set, then drain, commit and leave."""
 
@@ -81,41 +91,69 @@ class Runner:
         self._pending_restore: set[TopicPartition] = set()
         self._uncommitted: dict[TopicPartition, int] = {}
         self._lock = anyio.Lock()
-        self._consumer: AIOKafkaConsumer | None = None
-        self._producer: AIOKafkaProducer | None = None
-        self._restorer: AIOKafkaConsumer | None = None
+        self._clients: _Clients | None = None
 
-    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
-                  ) -> RunnerStats:
+    @property
+    def _kafka(self) -> _Clients:
+        if self._clients is None:
+            raise StreamCtxError("the runner's Kafka clients exist only inside run()")
+        return self._clients
+
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> RunnerStats:
         """Create topics, join the group, process until stopped."""
         kafka = self.settings.kafka
         counts = await partition_counts(self._kwargs, kafka.input_topics)
         widest = max(counts.values())
-        specs = [TopicSpec(name=kafka.output_topic, partitions=widest),
-                 TopicSpec(name=kafka.dlq_topic, partitions=widest)]
-        specs += [TopicSpec(name=changelog_topic(t, self.settings), partitions=n, is_compacted=True,
-                            replication_factor=self.settings.state.replication_factor)
-                  for t, n in counts.items()]
+        factor = self.settings.state.replication_factor
+        specs = [
+            TopicSpec(
+                name=topic,
+                partitions=widest,
+                retention_ms=_OUTPUT_RETENTION_MS,
+                replication_factor=factor,
+            )
+            for topic in (kafka.output_topic, kafka.dlq_topic)
+        ]
+        specs += [
+            TopicSpec(
+                name=changelog_topic(t, self.settings),
+                partitions=n,
+                is_compacted=True,
+                replication_factor=factor,
+            )
+            for t, n in counts.items()
+        ]
         await ensure_topics(self._kwargs, specs)
-        self._producer = AIOKafkaProducer(
-            **self._kwargs, acks="all", enable_idempotence=False,
-            max_batch_size=kafka.max_batch_size, linger_ms=kafka.linger_ms,
+        producer = AIOKafkaProducer(
+            **self._kwargs,
+            acks="all",
+            enable_idempotence=False,
+            max_batch_size=kafka.max_batch_size,
+            linger_ms=kafka.linger_ms,
             max_request_size=max(kafka.max_batch_size, 2 * kafka.max_event_bytes),
         )
-        self._restorer = AIOKafkaConsumer(
-            **self._kwargs, group_id=None, enable_auto_commit=False,
+        restorer = AIOKafkaConsumer(
+            **self._kwargs,
+            group_id=None,
+            enable_auto_commit=False,
             auto_offset_reset="earliest",
         )
-        self._consumer = AIOKafkaConsumer(
-            **self._kwargs, group_id=kafka.group_id, enable_auto_commit=False,
-            auto_offset_reset="earliest", session_timeout_ms=kafka.session_timeout_ms,
+        consumer = AIOKafkaConsumer(
+            **self._kwargs,
+            group_id=kafka.group_id,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            session_timeout_ms=kafka.session_timeout_ms,
             heartbeat_interval_ms=kafka.session_timeout_ms // _HEARTBEAT_FRACTION,
             max_partition_fetch_bytes=max(1_048_576, kafka.max_event_bytes + 1024),
         )
-        await self._producer.start()
-        await self._restorer.start()
-        self._consumer.subscribe(kafka.input_topics, listener=_Rebalance(self))
-        await self._consumer.start()
+        self._clients = _Clients(consumer, producer, restorer)
+        await producer.start()
+        await restorer.start()
+        consumer.subscribe(kafka.input_topics, listener=_Rebalance(self))
+        await consumer.start()
         task_status.started()
         try:
             await self._loop()
@@ -126,10 +164,9 @@ class Runner:
 
     def claim(self, assigned: list[TopicPartition]) -> None:
         """Newly assigned partitions wait, paused, until their state is restored."""
-        assert self._consumer is not None
         fresh = [tp for tp in assigned if tp not in self._processors]
         self._pending_restore.update(fresh)
-        self._consumer.pause(*fresh)
+        self._kafka.consumer.pause(*fresh)
         self.is_ready = not self._pending_restore
         log.info("assigned %s; restoring %d partition(s)", _names(assigned), len(fresh))
 
@@ -144,13 +181,12 @@ class Runner:
         log.info("revoked %s", _names(revoked))
 
     async def _loop(self) -> None:
-        assert self._consumer is not None
         kafka = self.settings.kafka
         while not self.stop.is_set():
             if self._pending_restore:
                 await self._restore(set(self._pending_restore))
                 continue
-            batch = await self._consumer.getmany(
+            batch = await self._kafka.consumer.getmany(
                 timeout_ms=_POLL_MS, max_records=self.settings.state.max_in_flight_events
             )
             if not batch:
@@ -158,9 +194,9 @@ class Runner:
             async with self._lock:
                 await self._process(batch, max_bytes=kafka.max_event_bytes)
 
-    async def _process(self, batch: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]],
-                       *, max_bytes: int) -> None:
-        assert self._producer is not None
+    async def _process(
+        self, batch: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]], *, max_bytes: int
+    ) -> None:
         kafka = self.settings.kafka
         sends: list[Awaitable[object]] = []
         changes = []
@@ -173,14 +209,18 @@ class Runner:
                 try:
                     event = read_event(record, max_bytes=max_bytes)
                     bundle = processor.apply(event, position=record.offset)
-                except Exception as exc:  # noqa: BLE001 - anything unprocessable is parked
+                except Exception as exc:  # anything unprocessable is parked, never dropped
                     sends.append(await self._dead_letter(record, exc))
                     continue
                 if bundle is not None:
                     self.stats.bundles += 1
-                    sends.append(await self._producer.send(
-                        kafka.output_topic, encode_bundle(bundle),
-                        key=bundle.conversation_id.encode()))
+                    sends.append(
+                        await self._kafka.producer.send(
+                            kafka.output_topic,
+                            encode_bundle(bundle),
+                            key=bundle.conversation_id.encode(),
+                        )
+                    )
             self._uncommitted[tp] = records[-1].offset + 1
             writes = ChangelogWrites.of(processor.take_changes())
             changes.append((tp, writes))
@@ -196,55 +236,66 @@ class Runner:
         self.stats.batches += 1
 
     async def _write(self, tp: TopicPartition, records: list[Record]) -> list[Awaitable[object]]:
-        assert self._producer is not None
         topic = changelog_topic(tp.topic, self.settings)
-        return [await self._producer.send(topic, value, key=key, partition=tp.partition)
-                for key, value in records]
+        return [
+            await self._kafka.producer.send(topic, value, key=key, partition=tp.partition)
+            for key, value in records
+        ]
 
-    async def _dead_letter(self, record: ConsumerRecord[bytes, bytes],
-                           error: Exception) -> Awaitable[object]:
-        assert self._producer is not None
+    async def _dead_letter(
+        self, record: ConsumerRecord[bytes, bytes], error: Exception
+    ) -> Awaitable[object]:
         self.stats.dead_letters += 1
         kind = type(error).__name__
         self.stats.dead_letters_by_error[kind] = self.stats.dead_letters_by_error.get(kind, 0) + 1
         level = logging.WARNING if isinstance(error, InvalidEventError) else logging.ERROR
-        log.log(level, "dead letter #%d from %s/%d@%d: %s: %s", self.stats.dead_letters,
-                record.topic, record.partition, record.offset, kind, error,
-                exc_info=not isinstance(error, InvalidEventError))
+        log.log(
+            level,
+            "dead letter #%d from %s/%d@%d: %s: %s",
+            self.stats.dead_letters,
+            record.topic,
+            record.partition,
+            record.offset,
+            kind,
+            error,
+            exc_info=not isinstance(error, InvalidEventError),
+        )
         headers: Headers = dead_letter_headers(record, error)
-        future: Awaitable[object] = await self._producer.send(
-            self.settings.kafka.dlq_topic, record.value, key=record.key, headers=headers)
+        future: Awaitable[object] = await self._kafka.producer.send(
+            self.settings.kafka.dlq_topic, record.value, key=record.key, headers=headers
+        )
         return future
 
     async def _commit(self) -> None:
-        if not self._uncommitted or self._consumer is None:
+        if not self._uncommitted:
             return
         offsets = {tp: OffsetAndMetadata(offset, "") for tp, offset in self._uncommitted.items()}
         self._uncommitted = {}
-        await self._consumer.commit(offsets)
+        await self._kafka.consumer.commit(offsets)
 
     async def _restore(self, partitions: set[TopicPartition]) -> None:
         """Rebuild the windows of newly assigned partitions from their changelogs."""
-        assert self._restorer is not None and self._consumer is not None
         started = time.perf_counter()
-        sources = {TopicPartition(changelog_topic(tp.topic, self.settings), tp.partition): tp
-                   for tp in partitions}
+        sources = {
+            TopicPartition(changelog_topic(tp.topic, self.settings), tp.partition): tp
+            for tp in partitions
+        }
         restored = {tp: RestoredPartition() for tp in partitions}
-        self._restorer.assign(list(sources))
+        self._kafka.restorer.assign(list(sources))
         for changelog_tp in sources:
-            self._restorer.seek(changelog_tp, 0)
+            self._kafka.restorer.seek(changelog_tp, 0)
         remaining = set(sources)
         with anyio.fail_after(self.settings.state.restore_timeout_s):
             while remaining:
-                fetched = await self._restorer.getmany(*remaining, timeout_ms=_POLL_MS)
+                fetched = await self._kafka.restorer.getmany(*remaining, timeout_ms=_POLL_MS)
                 for changelog_tp, records in fetched.items():
                     target = restored[sources[changelog_tp]]
                     for record in records:
                         target.apply(record.key, record.value)
                 for changelog_tp in list(remaining):
                     source = sources[changelog_tp]
-                    highwater = self._restorer.highwater(changelog_tp)
-                    position = await self._restorer.position(changelog_tp)
+                    highwater = self._kafka.restorer.highwater(changelog_tp)
+                    position = await self._kafka.restorer.position(changelog_tp)
                     if source not in self._pending_restore:
                         remaining.discard(changelog_tp)  # revoked while restoring
                     elif highwater is not None and position >= highwater:
@@ -259,7 +310,7 @@ class Runner:
             cleanup += await self._write(tp, state.orphans())
             self._processors[tp] = processor
             self._pending_restore.discard(tp)
-            self._consumer.resume(tp)
+            self._kafka.consumer.resume(tp)
             self.stats.restored_conversations += len(processor.conversations)
             self.stats.restored_records += state.records
         await asyncio.gather(*cleanup)
@@ -267,20 +318,32 @@ class Runner:
         self.stats.restore_seconds += elapsed
         self.is_ready = not self._pending_restore
         conversations = sum(len(s.states) for s in restored.values())
-        log.info("restored %d conversation(s) from %d changelog record(s) in %.3f s (%.0f/s)",
-                 conversations, sum(s.records for s in restored.values()), elapsed,
-                 conversations / elapsed if elapsed > 0 else 0.0)
+        log.info(
+            "restored %d conversation(s) from %d changelog record(s) in %.3f s (%.0f/s)",
+            conversations,
+            sum(s.records for s in restored.values()),
+            elapsed,
+            conversations / elapsed if elapsed > 0 else 0.0,
+        )
 
     async def _shutdown(self) -> None:
         async with self._lock:
             try:
                 await self._commit()
             finally:
-                for client in (self._consumer, self._restorer, self._producer):
-                    if client is not None:
+                if self._clients is not None:
+                    for client in (
+                        self._clients.consumer,
+                        self._clients.restorer,
+                        self._clients.producer,
+                    ):
                         await client.stop()
-        log.info("stopped: %d events, %d bundles, %d dead letters", self.stats.events,
-                 self.stats.bundles, self.stats.dead_letters)
+        log.info(
+            "stopped: %d events, %d bundles, %d dead letters",
+            self.stats.events,
+            self.stats.bundles,
+            self.stats.dead_letters,
+        )
 
 
 def _names(partitions: Iterable[TopicPartition]) -> str:

@@ -26,8 +26,9 @@ async def serve(settings: Settings) -> RunnerStats:
     return runner.stats
 
 
-async def _run_then_cancel(runner: Runner, scope: anyio.CancelScope, *,
-                           task_status: anyio.abc.TaskStatus[None]) -> None:
+async def _run_then_cancel(
+    runner: Runner, scope: anyio.CancelScope, *, task_status: anyio.abc.TaskStatus[None]
+) -> None:
     await runner.run(task_status=task_status)
     scope.cancel()
 
