@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 
 import anyio
@@ -62,6 +64,14 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _demo(args: argparse.Namespace) -> int:
+    from stream_ctx.shell.demo import run_demo
+
+    configure_logging(level=logging.WARNING)
+    status: int = anyio.run(partial(run_demo, conversations=args.conversations, seed=args.seed))
+    return status
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="stream-ctx", description="Turn retrieval events into lossless, token-counted bundles."
@@ -82,6 +92,13 @@ def _parser() -> argparse.ArgumentParser:
     run_cmd.add_argument("--output-topic", help="overrides kafka.output_topic")
     run_cmd.add_argument("--log-json", action="store_true", help="one JSON object per log line")
     run_cmd.set_defaults(handler=_run)
+
+    demo_cmd = commands.add_parser(
+        "demo", help="run the processor on an embedded broker over a sample stream"
+    )
+    demo_cmd.add_argument("--conversations", type=int, default=24, help="sample size")
+    demo_cmd.add_argument("--seed", type=int, default=42, help="sample seed")
+    demo_cmd.set_defaults(handler=_demo)
     return parser
 
 
