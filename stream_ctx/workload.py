@@ -1,7 +1,9 @@
 """A seeded, realistic retrieval workload for the demo, the tests and the benchmarks.
 
 Each conversation draws from a few documents cut into neighbouring chunks that overlap by about
-20%, re-retrieves some chunks, and asks for a bundle after every fourth retrieval.
+20%; about half its documents quote one shared runbook passage; it re-retrieves some chunks,
+re-runs tools whose output mostly repeats under a new id, and asks for a bundle after every
+fourth retrieval.
 """
 
 from __future__ import annotations
@@ -9,6 +11,8 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass
+
+import msgspec
 
 from stream_ctx.core.events import End, Event, Finalize, Retrieval, RetrievedItem
 
@@ -72,6 +76,7 @@ class WorkloadShape:
     chunk_chars: tuple[int, int] = (200, 1500)
     overlap: float = 0.2
     re_retrieve: float = 0.25
+    tool_rerun: float = 0.1
     start_ms: int = 1_764_480_000_000
     is_ending: bool = True
 
@@ -95,11 +100,16 @@ def _document(rng: random.Random, chars: int) -> str:
     return " ".join(parts)
 
 
-def _chunks(rng: random.Random, shape: WorkloadShape, doc_id: str) -> list[tuple[str, str]]:
+def _chunks(
+    rng: random.Random, shape: WorkloadShape, doc_id: str, runbook: str
+) -> list[tuple[str, str]]:
     """Neighbouring chunks of one document, each overlapping the previous by `overlap`."""
     low, high = shape.chunk_chars
     sizes = [rng.randint(low, high) for _ in range(rng.randint(3, 6))]
     text = _document(rng, sum(sizes))
+    if rng.random() < 0.5:
+        at = rng.randint(0, len(text))
+        text = f"{text[:at]} As the runbook says: {runbook} {text[at:]}"
     chunks, start = [], 0
     for n, size in enumerate(sizes):
         chunks.append((f"{doc_id}:{n}", text[start : start + size]))
@@ -109,7 +119,8 @@ def _chunks(rng: random.Random, shape: WorkloadShape, doc_id: str) -> list[tuple
 
 def conversation_events(rng: random.Random, shape: WorkloadShape, cid: str) -> Iterator[Event]:
     """One conversation's events, in order."""
-    documents = [_chunks(rng, shape, f"{cid}/doc{d}") for d in range(rng.randint(2, 4))]
+    runbook = _document(rng, 400)
+    documents = [_chunks(rng, shape, f"{cid}/doc{d}", runbook) for d in range(rng.randint(2, 4))]
     language, domain = rng.choice(_LANGUAGES), rng.choice(_DOMAINS)
     ts = shape.start_ms + rng.randint(0, 3_600_000)
     seen: list[RetrievedItem] = []
@@ -120,10 +131,17 @@ def conversation_events(rng: random.Random, shape: WorkloadShape, cid: str) -> I
             if seen and rng.random() < shape.re_retrieve:
                 items.append(rng.choice(seen))
                 continue
+            tools = [it for it in seen if it.kind == "tool_result"]
+            if tools and rng.random() < shape.tool_rerun:
+                items.append(_rerun(rng.choice(tools), turn, ts))
+                continue
             chunk_id, content = rng.choice(rng.choice(documents))
+            kind = rng.choice(_KINDS)
+            if kind == "tool_result":
+                chunk_id, content = f"tool:{chunk_id}", f"$ exit 0 at {ts}\n{content}"
             item = RetrievedItem(
                 id=chunk_id,
-                kind=rng.choice(_KINDS),
+                kind=kind,
                 salience=round(rng.uniform(0.1, 1.0), 2),
                 content=content,
                 created_at=ts - rng.randint(0, 90 * _DAY_MS),
@@ -150,6 +168,17 @@ def conversation_events(rng: random.Random, shape: WorkloadShape, cid: str) -> I
             )
     if shape.is_ending:
         yield End(conversation_id=cid, event_id=f"{cid}/end", ts=ts + 1_000)
+
+
+def _rerun(tool: RetrievedItem, turn: int, ts: int) -> RetrievedItem:
+    """The same tool run again: a new id and status line over mostly the same output."""
+    _, _, body = tool.content.partition("\n")
+    return msgspec.structs.replace(
+        tool,
+        id=f"{tool.id.split('@')[0]}@turn{turn}",
+        content=f"$ exit 1 at {ts}\n{body or tool.content}",
+        created_at=ts,
+    )
 
 
 def generate(seed: int, shape: WorkloadShape | None = None) -> list[Event]:

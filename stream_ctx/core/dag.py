@@ -8,11 +8,12 @@ block wherever it sits. Block ids hash the text, so the same text has the same i
 from __future__ import annotations
 
 import hashlib
+import re
+from array import array
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
-from os.path import commonprefix
 
 import msgspec
 
@@ -20,10 +21,16 @@ from stream_ctx.core.accumulator import ContextItem
 
 # Repeats shorter than this cost more in reference framing (~20 tokens) than they save.
 MIN_SHARED_CHARS = 96
-# Every earlier text is indexed at stride _STRIDE with windows of _ANCHOR chars; any repeat of
-# at least _ANCHOR + _STRIDE - 1 chars (<= MIN_SHARED_CHARS) contains an indexed window.
-_ANCHOR = 32
-_STRIDE = 64
+# Repeats are found through windows of _ANCHOR chars starting at word starts, which are content-
+# defined, so both copies of a repeat have the same anchors whatever their offsets. A repeat with
+# no word start in its first MIN_SHARED_CHARS - _ANCHOR chars (a hex blob) stays unshared.
+_ANCHOR = 48
+_WORD_START = re.compile(r"\b\w")
+# Anchor positions of recently seen texts: windows recur across a conversation's finalizes.
+_ANCHOR_CACHE_LIMIT = 8192
+_anchor_cache: dict[str, array[int]] = {}
+# Forward extension compares this many characters per slice, in C, before going char by char.
+_EXTEND_STEP = 64
 # 48 bits: collision-free in practice for the few thousand blocks a bundle holds.
 _BLOCK_ID_BYTES = 6
 
@@ -121,31 +128,63 @@ def _find_matches(texts: list[str]) -> Iterator[_Match]:
     """Greedy left-to-right maximal repeats of each text against the texts before it."""
     index: dict[str, tuple[int, int]] = {}
     for t, text in enumerate(texts):
-        pos, floor, end = 0, 0, len(text) - _ANCHOR
-        while pos <= end and index:
+        anchors = _anchors(text)
+        floor = 0
+        for pos in anchors:
+            if pos < floor or not index:
+                continue
             hit = index.get(text[pos : pos + _ANCHOR])
             if hit is None:
-                pos += 1
                 continue
             src, src_pos = hit
             source = texts[src]
-            back = 0
-            while (
-                pos - back > floor
-                and src_pos - back > 0
-                and (text[pos - back - 1] == source[src_pos - back - 1])
-            ):
-                back += 1
-            # Character-wise common prefix in C: exactly the forward extent of the match.
-            ahead = len(commonprefix([text[pos:], source[src_pos:]]))  # noqa: RUF071
-            length = back + ahead
-            if length >= MIN_SHARED_CHARS:
-                yield _Match(src, src_pos - back, t, pos - back, length)
-                floor = pos = pos + ahead
-            else:
-                pos += 1
-        for start in range(0, len(text) - _ANCHOR + 1, _STRIDE):
-            index.setdefault(text[start : start + _ANCHOR], (t, start))
+            back = _extent_back(text, pos, floor, source, src_pos)
+            ahead = _extent_ahead(text, pos, source, src_pos)
+            if back + ahead >= MIN_SHARED_CHARS:
+                yield _Match(src, src_pos - back, t, pos - back, back + ahead)
+                floor = pos + ahead
+        for pos in anchors:
+            index.setdefault(text[pos : pos + _ANCHOR], (t, pos))
+
+
+def _anchors(text: str) -> array[int]:
+    """Word starts with a full window after them; a pure function, memoised."""
+    found = _anchor_cache.get(text)
+    if found is None:
+        if len(_anchor_cache) >= _ANCHOR_CACHE_LIMIT:
+            del _anchor_cache[next(iter(_anchor_cache))]
+        end = len(text) - _ANCHOR + 1
+        found = array("q", [m.start() for m in _WORD_START.finditer(text, 0, max(end, 0))])
+        _anchor_cache[text] = found
+    return found
+
+
+def _extent_back(text: str, pos: int, floor: int, source: str, src_pos: int) -> int:
+    """How far equal text runs backwards from the two positions (not below `floor`)."""
+    back = 0
+    while (
+        pos - back > floor
+        and src_pos - back > 0
+        and (text[pos - back - 1] == source[src_pos - back - 1])
+    ):
+        back += 1
+    return back
+
+
+def _extent_ahead(text: str, pos: int, source: str, src_pos: int) -> int:
+    """How far equal text runs forwards from the two positions (slices compare in C)."""
+    limit = min(len(text) - pos, len(source) - src_pos)
+    ahead, step = 0, _EXTEND_STEP
+    while step:
+        end = ahead + step
+        if (
+            end <= limit
+            and text[pos + ahead : pos + end] == source[src_pos + ahead : src_pos + end]
+        ):
+            ahead = end
+        else:
+            step //= 2
+    return ahead
 
 
 def _merge_single_use(pieces: list[str], uses: Counter[str]) -> list[str]:

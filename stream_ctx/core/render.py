@@ -1,7 +1,7 @@
 """Render items as prompt text in the compact, full or token_optimized format, all lossless.
 
-Output is a list of segments (cache key, text). Every segment starts with a non-whitespace
-character and ends with a newline, so token counts add up exactly (see tokenizer.py). Content
+Output is a list of segments (cache key, text) joined where cl100k's pre-tokenizer always splits
+(see tokenizer.py), so token counts add up exactly and are cached per block id. Content
 sits in fences longer than any backtick run it contains; a block used by several items is
 printed once with its id as the fence label and referenced by id where it recurs.
 """
@@ -16,7 +16,7 @@ import msgspec
 
 from stream_ctx.core.accumulator import ContextItem
 from stream_ctx.core.config import ContextFormat
-from stream_ctx.core.dag import SharedAttribute, StateDag
+from stream_ctx.core.dag import SharedAttribute, StateDag, block_id
 
 Segment = tuple[Hashable, str]
 
@@ -64,16 +64,18 @@ def render(
         segments.append((line, line))
     printed: set[str] = set()
     for p in placed:
-        head = _item_header(p, dag, fmt)
-        segments.append((head, head))
+        lead, rest = _item_header(p, dag, fmt)
+        segments += [(lead, lead), (rest, rest)]
         if dag is None:
-            text = f"{fence}\n{p.item.content}\n{fence}\n"
-            segments.append((("content", fence, p.item.content), text))
+            content = p.item.content
+            if content:
+                text = f"{fence}\n{content}\n{fence}\n"
+                segments.append((("fenced", fence, block_id(content)), text))
             continue
         for bid in p.block_ids:
             if dag.block_uses[bid] == 1:
                 text = f"{fence}\n{dag.blocks[bid]}\n{fence}\n"
-                segments.append((("block", fence, bid), text))
+                segments.append((("fenced", fence, bid), text))
             elif bid in printed:
                 ref = _REPEATS[fmt].format(bid=bid)
                 segments.append((ref, ref))
@@ -114,7 +116,9 @@ def _attribute(field: str, name: str, value: str) -> str:
     return f"#{atom(value)}" if field == "tags" else f"{atom(name)}={atom(value)}"
 
 
-def _item_header(p: Placed, dag: StateDag | None, fmt: ContextFormat) -> str:
+def _item_header(p: Placed, dag: StateDag | None, fmt: ContextFormat) -> tuple[str, str]:
+    """The header as its numbered lead ("[3]") and the rest, which starts with a space: the
+    pre-tokenizer always splits between the two, so the rest's count survives renumbering."""
     item = p.item
     own = [
         _attribute("attributes", name, value)
@@ -126,17 +130,17 @@ def _item_header(p: Placed, dag: StateDag | None, fmt: ContextFormat) -> str:
         for tag in item.tags
         if dag is None or not dag.is_hoisted("tags", "tag", tag)
     ]
-    ident = f"[{p.number}] {atom(item.id)}"
+    lead = f"## [{p.number}]" if fmt == "full" else f"[{p.number}]"
     if fmt == "full":
         lines = [
-            f"## {ident}\n",
+            f" {atom(item.id)}\n",
             f"kind: {atom(item.kind)}; salience: {item.salience!r}; "
             f"priority: {p.priority:.4f}; created_at: {item.created_at}\n",
         ]
         if own:
             lines.append(f"attributes: {' '.join(own)}\n")
-        return "".join(lines)
+        return lead, "".join(lines)
     if fmt == "compact":
         tail = f" {' '.join(own)}" if own else ""
-        return f"{ident} ({atom(item.kind)}, salience {item.salience!r}){tail}\n"
-    return " ".join([ident, atom(item.kind), *own]) + "\n"
+        return lead, f" {atom(item.id)} ({atom(item.kind)}, salience {item.salience!r}){tail}\n"
+    return lead, " " + " ".join([atom(item.id), atom(item.kind), *own]) + "\n"
