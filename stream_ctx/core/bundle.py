@@ -29,6 +29,7 @@ class BundleStats(msgspec.Struct, frozen=True, kw_only=True):
     tokens_naive: int
     tokens_bundle: int
     tokens_prefix_reused: int
+    deduplicated: bool
     items_in_window: int
     items_included: int
     skipped_for_budget: int

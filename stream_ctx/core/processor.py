@@ -197,6 +197,7 @@ class ContextProcessor:
             tokens_naive=assembly.tokens_naive,
             tokens_bundle=assembly.tokens_bundle,
             tokens_prefix_reused=0,
+            deduplicated=assembly.is_deduplicated,
             items_in_window=held,
             items_included=len(selected),
             skipped_for_budget=assembly.skipped_for_budget,
