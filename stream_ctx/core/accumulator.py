@@ -9,7 +9,7 @@ import msgspec
 
 from stream_ctx.core.config import BundleConfig
 from stream_ctx.core.events import RetrievedItem
-from stream_ctx.core.scoring import priority, rank_key
+from stream_ctx.core.scoring import lowest_ranked, priority, rank_key
 
 
 class ContextItem(msgspec.Struct, frozen=True, kw_only=True):
@@ -102,7 +102,9 @@ class BundleAccumulator:
         )
         if len(self.items) < self.config.max_items:
             return self._admit(newcomer)
-        lowest = max((*self.items.values(), newcomer), key=lambda it: self._rank_key(it, now_ms))
+        candidates = [*self.items.values(), newcomer]
+        entries = [(it.id, it.salience, it.created_at) for it in candidates]
+        lowest = candidates[lowest_ranked(entries, now_ms=now_ms, cfg=self.config)]
         if lowest is newcomer:
             self.counters.rejected += 1
             reason = f"window is full ({self.config.max_items} items) and this item ranks lowest"
@@ -125,10 +127,6 @@ class BundleAccumulator:
 
     def _priority(self, item: ContextItem, now_ms: int) -> float:
         return priority(item.salience, item.created_at, now_ms=now_ms, cfg=self.config)
-
-    def _rank_key(self, item: ContextItem, now_ms: int) -> tuple[float, float, int, str]:
-        """Ascending means best first, so the item to evict is the maximum."""
-        return rank_key(self._priority(item, now_ms), item.salience, item.created_at, item.id)
 
 
 def _ranked_key(ranked: RankedItem) -> tuple[float, float, int, str]:

@@ -5,6 +5,7 @@ Times are event-time epoch milliseconds passed in by the caller; nothing here re
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 MS_PER_DAY = 86_400_000
@@ -34,6 +35,27 @@ def priority(salience: float, created_at_ms: int, *, now_ms: int, cfg: Weights) 
     rw, sw = cfg.recency_weight, cfg.salience_weight
     fresh = recency(created_at_ms, now_ms=now_ms, half_life_days=cfg.recency_half_life_days)
     return (rw * fresh + sw * salience) / (rw + sw)
+
+
+def lowest_ranked(entries: Sequence[tuple[str, float, int]], *, now_ms: int, cfg: Weights) -> int:
+    """Index of the last entry (id, salience, created_at) in the item order at `now_ms`.
+
+    The hot path of eviction: the same arithmetic as `priority`, inlined, with rank keys built
+    only for the entries tied on the lowest priority.
+    """
+    rw, sw, half_life = cfg.recency_weight, cfg.salience_weight, cfg.recency_half_life_days
+    scores = [
+        (
+            rw
+            * (1.0 if now_ms <= created else 0.5 ** (((now_ms - created) / MS_PER_DAY) / half_life))
+            + sw * salience
+        )
+        / (rw + sw)
+        for _, salience, created in entries
+    ]
+    lowest = min(scores)
+    tied = [n for n, score in enumerate(scores) if score == lowest]
+    return max(tied, key=lambda n: rank_key(lowest, entries[n][1], entries[n][2], entries[n][0]))
 
 
 def rank_key(
