@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from stream_ctx.core.accumulator import RankedItem
 from stream_ctx.core.config import ContextFormat
 from stream_ctx.core.dag import StateDag
+from stream_ctx.core.events import RenderOrder
 from stream_ctx.core.render import Placed, Segment, fence_for, render
 from stream_ctx.core.tokenizer import Tokenizer
 
@@ -18,6 +19,7 @@ class Assembly:
 
     selected: list[RankedItem]
     dag: StateDag
+    segments: list[Segment]
     context: str
     tokens_bundle: int
     tokens_naive: int
@@ -32,28 +34,33 @@ class DagContextAssembler:
         self.tokenizer = tokenizer
         self.fmt = fmt
 
-    def assemble(self, ranked: Sequence[RankedItem], *, max_tokens: int | None) -> Assembly:
-        """Take items best first; one that would push the context past the budget is skipped."""
-        everything = self._assemble(list(ranked))
+    def assemble(
+        self, ranked: Sequence[RankedItem], *, max_tokens: int | None, order: RenderOrder
+    ) -> Assembly:
+        """Take items best first; one that would push the context past the budget is skipped.
+
+        `order` only moves items within the context. Token counts do not depend on it (for
+        windows under 1,000 items), so every order selects the same items.
+        """
+        everything = self._assemble(list(ranked), order)
         if max_tokens is None or everything.tokens_bundle <= max_tokens:
             return everything
         chosen: list[RankedItem] = []
-        best = self._assemble([])
+        best = self._assemble([], order)
         for candidate in ranked:
-            trial = self._assemble([*chosen, candidate])
+            trial = self._assemble([*chosen, candidate], order)
             if trial.tokens_bundle <= max_tokens:
                 chosen, best = [*chosen, candidate], trial
         return replace(best, skipped_for_budget=len(ranked) - len(chosen))
 
-    def _assemble(self, selected: list[RankedItem]) -> Assembly:
+    def _assemble(self, selected: list[RankedItem], order: RenderOrder) -> Assembly:
         """Render deduplicated and naive; keep the naive form where sharing would not pay."""
         dag = StateDag.build([r.item for r in selected])
-        placed = [
-            Placed(n, r.item, r.priority, ids)
-            for n, (r, ids) in enumerate(zip(selected, dag.item_blocks, strict=True), start=1)
-        ]
+        pairs = _arranged(list(zip(selected, dag.item_blocks, strict=True)), order)
+        placed = [Placed(n, r.item, r.priority, ids) for n, (r, ids) in enumerate(pairs, start=1)]
         fence = fence_for([r.item for r in selected])
-        shared = render(placed, dag, fmt=self.fmt, fence=fence)
+        is_shared_last = order == "stable"
+        shared = render(placed, dag, fmt=self.fmt, fence=fence, is_shared_last=is_shared_last)
         naive = render(placed, None, fmt=self.fmt, fence=fence)
         tokens_shared, tokens_naive = self._count(shared), self._count(naive)
         is_deduplicated = tokens_shared <= tokens_naive
@@ -61,6 +68,7 @@ class DagContextAssembler:
         return Assembly(
             selected,
             dag,
+            chosen,
             "".join(text for _, text in chosen),
             min(tokens_shared, tokens_naive),
             tokens_naive,
@@ -69,3 +77,16 @@ class DagContextAssembler:
 
     def _count(self, segments: list[Segment]) -> int:
         return sum(self.tokenizer.count_segment(key, text) for key, text in segments)
+
+
+_Pair = tuple[RankedItem, list[str]]
+
+
+def _arranged(pairs: list[_Pair], order: RenderOrder) -> list[_Pair]:
+    """Context order: best first; by arrival (what was sent keeps its place); or best at both
+    ends, the next best just inside them, the weakest in the middle."""
+    if order == "stable":
+        return sorted(pairs, key=lambda pair: pair[0].item.entered)
+    if order == "edges":
+        return pairs[0::2] + pairs[1::2][::-1]
+    return pairs

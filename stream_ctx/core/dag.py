@@ -18,6 +18,7 @@ from itertools import pairwise
 import msgspec
 
 from stream_ctx.core.accumulator import ContextItem
+from stream_ctx.core.textmatch import common_run
 
 # Repeats shorter than this cost more in reference framing (~20 tokens) than they save.
 MIN_SHARED_CHARS = 96
@@ -29,8 +30,6 @@ _WORD_START = re.compile(r"\b\w")
 # Anchor positions of recently seen texts: windows recur across a conversation's finalizes.
 _ANCHOR_CACHE_LIMIT = 8192
 _anchor_cache: dict[str, array[int]] = {}
-# Forward extension compares this many characters per slice, in C, before going char by char.
-_EXTEND_STEP = 64
 # 48 bits: collision-free in practice for the few thousand blocks a bundle holds.
 _BLOCK_ID_BYTES = 6
 
@@ -139,7 +138,7 @@ def _find_matches(texts: list[str]) -> Iterator[_Match]:
             src, src_pos = hit
             source = texts[src]
             back = _extent_back(text, pos, floor, source, src_pos)
-            ahead = _extent_ahead(text, pos, source, src_pos)
+            ahead = common_run(text, pos, source, src_pos)
             if back + ahead >= MIN_SHARED_CHARS:
                 yield _Match(src, src_pos - back, t, pos - back, back + ahead)
                 floor = pos + ahead
@@ -169,22 +168,6 @@ def _extent_back(text: str, pos: int, floor: int, source: str, src_pos: int) -> 
     ):
         back += 1
     return back
-
-
-def _extent_ahead(text: str, pos: int, source: str, src_pos: int) -> int:
-    """How far equal text runs forwards from the two positions (slices compare in C)."""
-    limit = min(len(text) - pos, len(source) - src_pos)
-    ahead, step = 0, _EXTEND_STEP
-    while step:
-        end = ahead + step
-        if (
-            end <= limit
-            and text[pos + ahead : pos + end] == source[src_pos + ahead : src_pos + end]
-        ):
-            ahead = end
-        else:
-            step //= 2
-    return ahead
 
 
 def _merge_single_use(pieces: list[str], uses: Counter[str]) -> list[str]:

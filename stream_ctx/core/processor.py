@@ -18,6 +18,7 @@ from stream_ctx.core.assembler import Assembly, DagContextAssembler
 from stream_ctx.core.bundle import Bundle, BundleItem, BundleStats
 from stream_ctx.core.config import BundleConfig
 from stream_ctx.core.events import End, Event, Finalize, Retrieval
+from stream_ctx.core.prefix import pack_context, tokens_prefix_reused
 from stream_ctx.core.tokenizer import Tokenizer, get_tokenizer
 
 ItemKey = tuple[str, int]
@@ -42,11 +43,19 @@ class ConversationChange:
     state: ConversationState
     put: dict[ItemKey, ContextItem] = field(default_factory=dict)
     dropped: set[ItemKey] = field(default_factory=set)
+    # The last bundle's packed context, keyed by its seq (for tokens_prefix_reused).
+    contexts_put: dict[int, bytes] = field(default_factory=dict)
+    contexts_dropped: set[int] = field(default_factory=set)
 
     def drop(self, key: ItemKey) -> None:
         """An item version is gone: unwrite it if written in this batch, else tombstone it."""
         if self.put.pop(key, None) is None:
             self.dropped.add(key)
+
+    def drop_context(self, seq: int) -> None:
+        """A kept context is superseded: unwrite it if written in this batch, else tombstone it."""
+        if self.contexts_put.pop(seq, None) is None:
+            self.contexts_dropped.add(seq)
 
 
 @dataclass(slots=True)
@@ -54,6 +63,7 @@ class _Conversation:
     window: BundleAccumulator
     last_ts: int
     position: int
+    previous_context: bytes | None = None
 
 
 class ContextProcessor:
@@ -98,10 +108,21 @@ class ContextProcessor:
         if isinstance(event, Retrieval):
             self._add(conv.window, event, position, change)
             return None
-        return self._finalize(cid, conv.window, event)
+        bundle = self._finalize(cid, conv, event)
+        packed = pack_context(bundle.context)
+        if change is not None:
+            if conv.previous_context is not None:
+                change.drop_context(bundle.seq - 1)
+            change.contexts_put[bundle.seq] = packed
+        conv.previous_context = packed
+        return bundle
 
     def restore(
-        self, conversation_id: str, state: ConversationState, items: Iterable[ContextItem]
+        self,
+        conversation_id: str,
+        state: ConversationState,
+        items: Iterable[ContextItem],
+        previous_context: bytes | None = None,
     ) -> None:
         """Load a conversation's persisted state (changelog recovery)."""
         if state.is_ended:
@@ -109,7 +130,9 @@ class ContextProcessor:
             self.conversations.pop(conversation_id, None)
             return
         window = BundleAccumulator(self.config, counters=state.counters, items=items)
-        self.conversations[conversation_id] = _Conversation(window, state.last_ts, state.position)
+        self.conversations[conversation_id] = _Conversation(
+            window, state.last_ts, state.position, previous_context
+        )
 
     def forget(self, conversation_ids: Iterable[str]) -> None:
         """Drop conversations from memory (their partition was revoked); state stays durable."""
@@ -153,12 +176,17 @@ class ContextProcessor:
                 change.drop((result.evicted.id, result.evicted.revision))
             change.put[(offered.id, position)] = window.items[offered.id]
 
-    def _finalize(self, cid: str, window: BundleAccumulator, event: Finalize) -> Bundle:
+    def _finalize(self, cid: str, conv: _Conversation, event: Finalize) -> Bundle:
+        window = conv.window
         window.counters.seq += 1
         ranked = window.ranked(now_ms=event.ts)
         budget = event.max_tokens if event.max_tokens is not None else self.config.max_tokens
+        order = event.order or self.config.order
         assembler = DagContextAssembler(self.tokenizer, fmt=self.config.format)
-        assembly = assembler.assemble(ranked, max_tokens=budget)
+        assembly = assembler.assemble(ranked, max_tokens=budget, order=order)
+        reused = tokens_prefix_reused(
+            conv.previous_context, assembly.context, assembly.segments, self.tokenizer
+        )
         seq = window.counters.seq
         return Bundle(
             bundle_id=f"{cid}:{seq}",
@@ -168,7 +196,7 @@ class ContextProcessor:
             trigger="finalize",
             ts=event.ts,
             format=self.config.format,
-            order=event.order or self.config.order,
+            order=order,
             items=[
                 BundleItem(
                     id=r.item.id,
@@ -185,10 +213,12 @@ class ContextProcessor:
             blocks=assembly.dag.blocks,
             shared=assembly.dag.shared,
             context=assembly.context,
-            stats=self._stats(window, assembly, len(ranked)),
+            stats=self._stats(window, assembly, len(ranked), reused),
         )
 
-    def _stats(self, window: BundleAccumulator, assembly: Assembly, held: int) -> BundleStats:
+    def _stats(
+        self, window: BundleAccumulator, assembly: Assembly, held: int, reused: int
+    ) -> BundleStats:
         counters, selected = window.counters, assembly.selected
         offered = counters.accepted + counters.rejected
         created = [r.item.created_at for r in selected]
@@ -196,7 +226,7 @@ class ContextProcessor:
             tokenizer=self.tokenizer.name,
             tokens_naive=assembly.tokens_naive,
             tokens_bundle=assembly.tokens_bundle,
-            tokens_prefix_reused=0,
+            tokens_prefix_reused=reused,
             deduplicated=assembly.is_deduplicated,
             items_in_window=held,
             items_included=len(selected),
@@ -237,6 +267,8 @@ class ContextProcessor:
             change = self._changes[cid] = ConversationChange(cid, self._state(conv))
         for item in conv.window.items.values():
             change.drop((item.id, item.revision))
+        if conv.previous_context is not None:
+            change.drop_context(conv.window.counters.seq)
         change.state = ConversationState(
             counters=WindowCounters(), last_ts=conv.last_ts, position=position, is_ended=True
         )

@@ -51,17 +51,29 @@ def atom(text: str) -> str:
 
 
 def render(
-    placed: Sequence[Placed], dag: StateDag | None, *, fmt: ContextFormat, fence: str
+    placed: Sequence[Placed],
+    dag: StateDag | None,
+    *,
+    fmt: ContextFormat,
+    fence: str,
+    is_shared_last: bool = False,
 ) -> list[Segment]:
-    """Segments of the context; with `dag=None` the naive form: no hoisting, no shared blocks."""
+    """Segments of the context; with `dag=None` the naive form: no hoisting, no shared blocks.
+
+    `is_shared_last` moves the shared attributes after the items, where their changes from one
+    turn to the next do not break the prefix that a prompt cache could reuse.
+    """
     segments: list[Segment] = []
-    header = _HEADERS[fmt].format(n=len(placed))
+    header = _HEADERS[fmt]
     if header:
         segments.append((header, header))
+    shared: list[Segment] = []
     if dag is not None and dag.shared:
         numbers = {p.item.id: p.number for p in placed}
         line = _shared_line(dag.shared, numbers, len(placed), fmt)
-        segments.append((line, line))
+        shared.append((line, line))
+    if not is_shared_last:
+        segments += shared
     printed: set[str] = set()
     for p in placed:
         lead, rest = _item_header(p, dag, fmt)
@@ -83,12 +95,15 @@ def render(
                 printed.add(bid)
                 text = f"{fence}{bid}\n{dag.blocks[bid]}\n{fence}\n"
                 segments.append((("labelled", fence, bid), text))
+    if is_shared_last:
+        segments += shared
     return segments
 
 
+# Constant, so the first line never breaks a prompt-cache prefix.
 _HEADERS: dict[ContextFormat, str] = {
-    "full": "# Retrieved context: {n} items, best first\n",
-    "compact": "Context: {n} items\n",
+    "full": "# Retrieved context\n",
+    "compact": "Retrieved context:\n",
     "token_optimized": "",
 }
 _REPEATS: dict[ContextFormat, str] = {
@@ -103,7 +118,8 @@ def _shared_line(
 ) -> str:
     parts = []
     for s in shared:
-        holders = "all" if s.count == total else ",".join(str(numbers[i]) for i in s.items)
+        held_by = sorted(numbers[i] for i in s.items)
+        holders = "all" if s.count == total else ",".join(map(str, held_by))
         parts.append(f"{_attribute(s.field, s.name, s.value)} @{holders}")
     if fmt == "full":
         return "Shared by items (@ item numbers):\n" + "".join(f"- {p}\n" for p in parts)

@@ -28,6 +28,8 @@ class Tokenizer(Protocol):
 
     def count(self, text: str) -> int: ...
 
+    def encode(self, text: str) -> list[int]: ...
+
     def count_segment(self, key: Hashable, text: str) -> int: ...
 
 
@@ -46,7 +48,12 @@ class TiktokenTokenizer:
 
     def count(self, text: str) -> int:
         """Count tokens treating special-token text as ordinary text (content is data)."""
-        return len(self._encoding.encode_ordinary(text))
+        return len(self.encode(text))
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids, special-token text encoded as ordinary text."""
+        tokens: list[int] = self._encoding.encode_ordinary(text)
+        return tokens
 
     def count_segment(self, key: Hashable, text: str) -> int:
         """Count one rendered segment, cached under `key` (a block id and its framing)."""
