@@ -2,11 +2,12 @@
 
 Records (msgpack keys, so any conversation or item id is safe):
   ["i", conversation, item, revision] -> ContextItem      one item version, written once
+  ["p", conversation, seq]            -> packed context of bundle `seq` (for prefix reuse)
   ["s", conversation]                 -> ConversationState  counters, position, window keys
 Write order per batch makes every state record self-consistent without transactions:
-1. item versions the new states point at; 2. the states; 3. tombstones for versions no state
-points at any more. A crash between any two steps leaves each state record referring only to
-item versions already written, and restore drops the orphans.
+1. item versions and contexts the new states point at; 2. the states; 3. tombstones for
+versions no state points at any more. A crash between any two steps leaves each state record
+referring only to records already written, and restore drops the orphans.
 """
 
 from __future__ import annotations
@@ -36,6 +37,10 @@ def state_key(conversation_id: str) -> bytes:
     return _encoder.encode(("s", conversation_id))
 
 
+def context_key(conversation_id: str, seq: int) -> bytes:
+    return _encoder.encode(("p", conversation_id, seq))
+
+
 @dataclass(slots=True)
 class ChangelogWrites:
     """One batch's changelog records, grouped by the write step they belong to."""
@@ -52,8 +57,14 @@ class ChangelogWrites:
             writes.items.extend(
                 (item_key(cid, key), _encoder.encode(item)) for key, item in change.put.items()
             )
+            writes.items.extend(
+                (context_key(cid, seq), packed) for seq, packed in change.contexts_put.items()
+            )
             writes.states.append((state_key(cid), _encoder.encode(change.state)))
             writes.tombstones.extend((item_key(cid, key), None) for key in sorted(change.dropped))
+            writes.tombstones.extend(
+                (context_key(cid, seq), None) for seq in sorted(change.contexts_dropped)
+            )
         return writes
 
 
@@ -63,6 +74,7 @@ class RestoredPartition:
 
     states: dict[str, ConversationState] = field(default_factory=dict)
     items: dict[tuple[str, str, int], ContextItem] = field(default_factory=dict)
+    contexts: dict[tuple[str, int], bytes] = field(default_factory=dict)
     records: int = 0
 
     def apply(self, key: bytes, value: bytes | None) -> None:
@@ -76,19 +88,36 @@ class RestoredPartition:
             else:
                 self.states[cid] = _state_decoder.decode(value)
             return
+        if decoded[0] == "p":
+            seq_key = (str(decoded[1]), int(decoded[2]))
+            if value is None:
+                self.contexts.pop(seq_key, None)
+            else:
+                self.contexts[seq_key] = value
+            return
         ident = (str(decoded[1]), str(decoded[2]), int(decoded[3]))
         if value is None:
             self.items.pop(ident, None)
         else:
             self.items[ident] = _item_decoder.decode(value)
 
-    def conversations(self) -> Iterator[tuple[str, ConversationState, list[ContextItem]]]:
-        """Each conversation's state with the item versions it points at, in window order."""
+    def conversations(
+        self,
+    ) -> Iterator[tuple[str, ConversationState, list[ContextItem], bytes | None]]:
+        """Each conversation's state, the item versions it points at (in window order) and the
+        context of its last bundle."""
         for cid, state in self.states.items():
             held = [self.items[(cid, i, r)] for i, r in state.window if (cid, i, r) in self.items]
-            yield cid, state, held
+            yield cid, state, held, self.contexts.get((cid, state.counters.seq))
 
     def orphans(self) -> list[Record]:
-        """Tombstones for item versions no state points at (left by a crash mid-write)."""
+        """Tombstones for records no state points at (left by a crash mid-write)."""
         live = {(cid, i, r) for cid, s in self.states.items() for i, r in s.window}
-        return [(item_key(c, (i, r)), None) for (c, i, r) in self.items if (c, i, r) not in live]
+        stale: list[Record] = [
+            (item_key(c, (i, r)), None) for (c, i, r) in self.items if (c, i, r) not in live
+        ]
+        for cid, seq in self.contexts:
+            state = self.states.get(cid)
+            if state is None or state.is_ended or state.counters.seq != seq:
+                stale.append((context_key(cid, seq), None))
+        return stale

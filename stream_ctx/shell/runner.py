@@ -305,8 +305,8 @@ class Runner:
             if tp not in self._pending_restore:
                 continue
             processor = ContextProcessor(self.settings.bundle, is_tracking_changes=True)
-            for cid, conversation, items in state.conversations():
-                processor.restore(cid, conversation, items)
+            for cid, conversation, items, previous_context in state.conversations():
+                processor.restore(cid, conversation, items, previous_context)
             cleanup += await self._write(tp, state.orphans())
             self._processors[tp] = processor
             self._pending_restore.discard(tp)
