@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from stream_ctx.core.accumulator import BundleAccumulator, ContextItem, WindowCounters
+from stream_ctx.core.accumulator import AddResult, BundleAccumulator, ContextItem, WindowCounters
 from stream_ctx.core.assembler import Assembly, DagContextAssembler
 from stream_ctx.core.bundle import Bundle, BundleItem, BundleStats
 from stream_ctx.core.config import BundleConfig
@@ -59,6 +59,23 @@ class ConversationChange:
 
 
 @dataclass(slots=True)
+class ItemOutcomes:
+    """How many offered items were accepted (merges included), rejected, and evicted."""
+
+    accepted: int = 0
+    rejected: int = 0
+    evicted: int = 0
+
+    def count(self, result: AddResult) -> None:
+        if result.is_accepted:
+            self.accepted += 1
+        else:
+            self.rejected += 1
+        if result.evicted is not None:
+            self.evicted += 1
+
+
+@dataclass(slots=True)
 class _Conversation:
     window: BundleAccumulator
     last_ts: int
@@ -82,6 +99,7 @@ class ContextProcessor:
         self._ended_at: dict[str, int] = {}
         self._is_tracking = is_tracking_changes
         self._changes: dict[str, ConversationChange] = {}
+        self._outcomes = ItemOutcomes()
 
     def apply(self, event: Event, *, position: int = 0) -> Bundle | None:
         """Apply one event at `position` (increasing per input); return a finalize's bundle."""
@@ -141,6 +159,11 @@ class ContextProcessor:
             self._ended_at.pop(cid, None)
             self._changes.pop(cid, None)
 
+    def take_item_outcomes(self) -> ItemOutcomes:
+        """Items accepted, rejected and evicted since the last call (for metrics)."""
+        outcomes, self._outcomes = self._outcomes, ItemOutcomes()
+        return outcomes
+
     def take_changes(self) -> list[ConversationChange]:
         """Changes since the last call, one per touched conversation, in first-touch order."""
         changes = list(self._changes.values())
@@ -168,6 +191,7 @@ class ContextProcessor:
         for offered in event.items:
             held = window.items.get(offered.id)
             result = window.add(offered, now_ms=event.ts, revision=position)
+            self._outcomes.count(result)
             if change is None or not result.is_accepted:
                 continue
             if held is not None:

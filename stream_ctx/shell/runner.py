@@ -20,6 +20,7 @@ import anyio
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener
 from aiokafka.structs import ConsumerRecord, OffsetAndMetadata, TopicPartition
 
+from stream_ctx.core.bundle import BundleStats
 from stream_ctx.core.codec import encode_bundle
 from stream_ctx.core.processor import ContextProcessor
 from stream_ctx.errors import InvalidEventError, StreamCtxError
@@ -28,6 +29,7 @@ from stream_ctx.shell.changelog import ChangelogWrites, Record, RestoredPartitio
 from stream_ctx.shell.connection import client_kwargs
 from stream_ctx.shell.dead_letter import Headers, dead_letter_headers
 from stream_ctx.shell.intake import read_event
+from stream_ctx.shell.metrics import Health, Metrics
 from stream_ctx.shell.settings import Settings
 
 log = logging.getLogger("stream_ctx.runner")
@@ -81,9 +83,13 @@ class _Clients:
 class Runner:
     """One processor instance; `run` until `stop` is set, then drain, commit and leave."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(
+        self, settings: Settings, *, metrics: Metrics | None = None, health: Health | None = None
+    ) -> None:
         self.settings = settings
         self.stats = RunnerStats()
+        self.metrics = metrics if metrics is not None else Metrics()
+        self.health = health if health is not None else Health()
         self.stop = anyio.Event()
         self.is_ready = False
         self._kwargs = client_kwargs(settings.kafka)
@@ -167,22 +173,25 @@ class Runner:
         fresh = [tp for tp in assigned if tp not in self._processors]
         self._pending_restore.update(fresh)
         self._kafka.consumer.pause(*fresh)
-        self.is_ready = not self._pending_restore
+        self._mark_ready()
         log.info("assigned %s; restoring %d partition(s)", _names(assigned), len(fresh))
 
     async def release(self, revoked: list[TopicPartition]) -> None:
         """Finish and commit what is in flight for revoked partitions, then forget them."""
-        self.is_ready = False
+        self._mark_ready(is_rebalancing=True)
         self._pending_restore.difference_update(revoked)
         async with self._lock:
             await self._commit()
             for tp in revoked:
                 self._processors.pop(tp, None)
+        self.metrics.forget_partitions(revoked)
+        self._count_held()
         log.info("revoked %s", _names(revoked))
 
     async def _loop(self) -> None:
         kafka = self.settings.kafka
         while not self.stop.is_set():
+            self.health.beat()
             if self._pending_restore:
                 await self._restore(set(self._pending_restore))
                 continue
@@ -200,10 +209,12 @@ class Runner:
         kafka = self.settings.kafka
         sends: list[Awaitable[object]] = []
         changes = []
+        published: list[tuple[BundleStats, int]] = []
         for tp, records in batch.items():
             processor = self._processors.get(tp)
             if processor is None:
                 continue  # revoked between the fetch and this batch
+            self.metrics.events_consumed(tp.topic, len(records))
             for record in records:
                 self.stats.events += 1
                 try:
@@ -214,6 +225,7 @@ class Runner:
                     continue
                 if bundle is not None:
                     self.stats.bundles += 1
+                    published.append((bundle.stats, record.timestamp))
                     sends.append(
                         await self._kafka.producer.send(
                             kafka.output_topic,
@@ -224,16 +236,46 @@ class Runner:
             self._uncommitted[tp] = records[-1].offset + 1
             writes = ChangelogWrites.of(processor.take_changes())
             changes.append((tp, writes))
+            outcomes = processor.take_item_outcomes()
+            self.metrics.items(
+                accepted=outcomes.accepted, rejected=outcomes.rejected, evicted=outcomes.evicted
+            )
+            highwater = self._kafka.consumer.highwater(tp)
+            if highwater is not None:
+                self.metrics.lag(tp.topic, tp.partition, highwater - records[-1].offset - 1)
         # 1. bundles, dead letters and new item versions
         for tp, writes in changes:
             sends += await self._write(tp, writes.items)
         await asyncio.gather(*sends)
+        self._observe_published(published)
         # 2. states, each naming the last input offset it reflects
         await asyncio.gather(*[f for tp, w in changes for f in await self._write(tp, w.states)])
         # 3. tombstones for superseded versions, then the offsets
         await asyncio.gather(*[f for tp, w in changes for f in await self._write(tp, w.tombstones)])
         await self._commit()
         self.stats.batches += 1
+        self._count_held()
+
+    def _observe_published(self, published: list[tuple[BundleStats, int]]) -> None:
+        """Latency runs from the finalize record's timestamp to the bundle's acknowledgement."""
+        now_ms = time.time() * 1000
+        for stats, finalized_ms in published:
+            self.metrics.bundle_published(
+                tokens_naive=stats.tokens_naive,
+                tokens_bundle=stats.tokens_bundle,
+                tokens_prefix_reused=stats.tokens_prefix_reused,
+                latency_s=(now_ms - finalized_ms) / 1000,
+            )
+
+    def _count_held(self) -> None:
+        self.metrics.conversations_held(
+            sum(len(p.conversations) for p in self._processors.values())
+        )
+
+    def _mark_ready(self, *, is_rebalancing: bool = False) -> None:
+        """Ready once every assigned partition is restored; never while a rebalance runs."""
+        self.is_ready = not is_rebalancing and not self._pending_restore
+        self.health.set_ready(self.is_ready)
 
     async def _write(self, tp: TopicPartition, records: list[Record]) -> list[Awaitable[object]]:
         topic = changelog_topic(tp.topic, self.settings)
@@ -247,6 +289,7 @@ class Runner:
     ) -> Awaitable[object]:
         self.stats.dead_letters += 1
         kind = type(error).__name__
+        self.metrics.dead_lettered(kind)
         self.stats.dead_letters_by_error[kind] = self.stats.dead_letters_by_error.get(kind, 0) + 1
         level = logging.WARNING if isinstance(error, InvalidEventError) else logging.ERROR
         log.log(
@@ -287,6 +330,7 @@ class Runner:
         remaining = set(sources)
         with anyio.fail_after(self.settings.state.restore_timeout_s):
             while remaining:
+                self.health.beat()
                 fetched = await self._kafka.restorer.getmany(*remaining, timeout_ms=_POLL_MS)
                 for changelog_tp, records in fetched.items():
                     target = restored[sources[changelog_tp]]
@@ -316,8 +360,10 @@ class Runner:
         await asyncio.gather(*cleanup)
         elapsed = time.perf_counter() - started
         self.stats.restore_seconds += elapsed
-        self.is_ready = not self._pending_restore
+        self._mark_ready()
         conversations = sum(len(s.states) for s in restored.values())
+        self.metrics.restored(seconds=elapsed, conversations=conversations)
+        self._count_held()
         log.info(
             "restored %d conversation(s) from %d changelog record(s) in %.3f s (%.0f/s)",
             conversations,

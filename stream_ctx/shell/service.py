@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import logging
 import signal
+from functools import partial
 
 import anyio
 
+from stream_ctx.shell.metrics import run_metrics_server
 from stream_ctx.shell.runner import Runner, RunnerStats
 from stream_ctx.shell.settings import Settings
 
@@ -22,6 +24,15 @@ async def serve(settings: Settings) -> RunnerStats:
     runner = Runner(settings)
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(_stop_on_signal, runner, tasks.cancel_scope)
+        if settings.metrics.port is not None:
+            serve_metrics = partial(
+                run_metrics_server,
+                runner.metrics,
+                runner.health,
+                host=settings.metrics.host,
+                port=settings.metrics.port,
+            )
+            await tasks.start(serve_metrics)
         await tasks.start(_run_then_cancel, runner, tasks.cancel_scope)
     return runner.stats
 
