@@ -31,3 +31,7 @@ class MissingTopicError(BrokerError):
     """An input topic does not exist: a configuration mistake, not a transient failure."""
 
     retriable = False
+
+
+class ShutdownTimeoutError(StreamCtxError):
+    """A graceful shutdown did not finish within its bound and was cut short."""

@@ -14,6 +14,7 @@ import anyio
 from stream_ctx.errors import StreamCtxError
 from stream_ctx.shell.logs import configure_logging
 from stream_ctx.shell.replay import replay
+from stream_ctx.shell.schema import SCHEMA_NAMES, render_schema
 from stream_ctx.shell.service import serve
 from stream_ctx.shell.settings import load_settings
 
@@ -72,6 +73,12 @@ def _demo(args: argparse.Namespace) -> int:
     return status
 
 
+def _schema(args: argparse.Namespace) -> int:
+    sys.stdout.buffer.write(render_schema(args.which) + b"\n")
+    sys.stdout.flush()
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="stream-ctx", description="Turn retrieval events into lossless, token-counted bundles."
@@ -99,6 +106,14 @@ def _parser() -> argparse.ArgumentParser:
     demo_cmd.add_argument("--conversations", type=int, default=24, help="sample size")
     demo_cmd.add_argument("--seed", type=int, default=42, help="sample seed")
     demo_cmd.set_defaults(handler=_demo)
+
+    schema_cmd = commands.add_parser(
+        "schema", help="print the JSON Schema (draft 2020-12) of input events and bundles"
+    )
+    schema_cmd.add_argument(
+        "--which", choices=(*SCHEMA_NAMES, "all"), default="all", help="which schema to print"
+    )
+    schema_cmd.set_defaults(handler=_schema)
     return parser
 
 

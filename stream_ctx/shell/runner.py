@@ -39,6 +39,8 @@ _POLL_MS = 100
 # Output and dead-letter topics we create keep a week: bundles are consumed within seconds, and
 # a week leaves time to inspect and re-drive dead letters. Existing topics are left as they are.
 _OUTPUT_RETENTION_MS = 7 * 24 * 3_600_000
+# Room for a record's key, headers and framing inside one produce request.
+_RECORD_OVERHEAD_BYTES = 64 * 1024
 # A heartbeat every third of the session timeout, Kafka's recommended ratio.
 _HEARTBEAT_FRACTION = 3
 
@@ -98,6 +100,9 @@ class Runner:
         self._uncommitted: dict[TopicPartition, int] = {}
         self._lock = anyio.Lock()
         self._clients: _Clients | None = None
+        kafka = settings.kafka
+        self._max_request_bytes = max(kafka.max_batch_size, 2 * kafka.max_event_bytes)
+        self._dlq_partitions = 1
 
     @property
     def _kafka(self) -> _Clients:
@@ -111,7 +116,7 @@ class Runner:
         """Create topics, join the group, process until stopped."""
         kafka = self.settings.kafka
         counts = await partition_counts(self._kwargs, kafka.input_topics)
-        widest = max(counts.values())
+        widest = self._dlq_partitions = max(counts.values())
         factor = self.settings.state.replication_factor
         specs = [
             TopicSpec(
@@ -138,7 +143,7 @@ class Runner:
             enable_idempotence=False,
             max_batch_size=kafka.max_batch_size,
             linger_ms=kafka.linger_ms,
-            max_request_size=max(kafka.max_batch_size, 2 * kafka.max_event_bytes),
+            max_request_size=self._max_request_bytes,
         )
         restorer = AIOKafkaConsumer(
             **self._kwargs,
@@ -304,9 +309,25 @@ class Runner:
             exc_info=not isinstance(error, InvalidEventError),
         )
         headers: Headers = dead_letter_headers(record, error)
-        future: Awaitable[object] = await self._kafka.producer.send(
-            self.settings.kafka.dlq_topic, record.value, key=record.key, headers=headers
-        )
+        value = record.value
+        if value is not None and len(value) > self._max_request_bytes - _RECORD_OVERHEAD_BYTES:
+            # Too large for one produce request: park the head and say what was cut.
+            limit = self.settings.kafka.max_event_bytes
+            headers += [
+                ("stream-ctx.errors.value-bytes", str(len(value)).encode()),
+                ("stream-ctx.errors.value-truncated-to", str(limit).encode()),
+            ]
+            value = value[:limit]
+        topic = self.settings.kafka.dlq_topic
+        producer = self._kafka.producer
+        if record.key is None and value is None:
+            # aiokafka's send() refuses a record with neither; a raw batch carries it as it was.
+            batch = producer.create_batch()
+            batch.append(key=None, value=None, timestamp=None, headers=headers)
+            partition = record.partition % self._dlq_partitions
+            future: Awaitable[object] = await producer.send_batch(batch, topic, partition=partition)
+            return future
+        future = await producer.send(topic, value, key=record.key, headers=headers)
         return future
 
     async def _commit(self) -> None:

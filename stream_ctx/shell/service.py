@@ -8,6 +8,7 @@ from functools import partial
 
 import anyio
 
+from stream_ctx.errors import ShutdownTimeoutError, StreamCtxError
 from stream_ctx.shell.metrics import run_metrics_server
 from stream_ctx.shell.runner import Runner, RunnerStats
 from stream_ctx.shell.settings import Settings
@@ -22,8 +23,19 @@ SHUTDOWN_BOUND_S = 30.0
 async def serve(settings: Settings) -> RunnerStats:
     """Run until SIGTERM or SIGINT, then drain, publish, commit and return."""
     runner = Runner(settings)
+    try:
+        await _supervise(runner, settings)
+    except BaseExceptionGroup as group:
+        # One failure (a missing topic, a refused connection) is reported as itself.
+        if len(group.exceptions) == 1 and isinstance(group.exceptions[0], StreamCtxError):
+            raise group.exceptions[0] from None
+        raise
+    return runner.stats
+
+
+async def _supervise(runner: Runner, settings: Settings) -> None:
     async with anyio.create_task_group() as tasks:
-        tasks.start_soon(_stop_on_signal, runner, tasks.cancel_scope)
+        tasks.start_soon(_stop_on_signal, runner)
         if settings.metrics.port is not None:
             serve_metrics = partial(
                 run_metrics_server,
@@ -34,7 +46,6 @@ async def serve(settings: Settings) -> RunnerStats:
             )
             await tasks.start(serve_metrics)
         await tasks.start(_run_then_cancel, runner, tasks.cancel_scope)
-    return runner.stats
 
 
 async def _run_then_cancel(
@@ -44,12 +55,15 @@ async def _run_then_cancel(
     scope.cancel()
 
 
-async def _stop_on_signal(runner: Runner, scope: anyio.CancelScope) -> None:
+async def _stop_on_signal(runner: Runner) -> None:
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async for signum in signals:
             log.info("%s: draining, then exiting", signal.Signals(signum).name)
             runner.stop.set()
             break
     await anyio.sleep(SHUTDOWN_BOUND_S)
-    log.error("shutdown took over %.0f s; exiting without waiting further", SHUTDOWN_BOUND_S)
-    scope.cancel()
+    # Raising cancels the runner; the exit status then tells a supervisor the drain was cut.
+    raise ShutdownTimeoutError(
+        f"shutdown took over {SHUTDOWN_BOUND_S:.0f} s; exited without finishing the drain "
+        "(uncommitted events are re-read on restart)"
+    )

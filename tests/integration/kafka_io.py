@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import json
+import os
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 import anyio
 import msgspec
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from aiokafka.structs import ConsumerRecord
+from aiokafka.structs import ConsumerRecord, TopicPartition
 
 from stream_ctx.core.events import Event
 from stream_ctx.shell.admin import ClientKwargs, TopicSpec, ensure_topics
-from stream_ctx.shell.settings import KafkaSettings, Settings
+from stream_ctx.shell.settings import ENV_PREFIX, KafkaSettings, Settings
 
 
 async def create_input(client_kwargs: ClientKwargs, topic: str, partitions: int = 3) -> None:
@@ -64,3 +68,92 @@ def settings_for(bootstrap: str, *, input_topic: str, output_topic: str, dlq_top
                           dlq_topic=dlq_topic, session_timeout_ms=6_000)
     base = Settings(kafka=kafka)
     return msgspec.structs.replace(base, bundle=msgspec.structs.replace(base.bundle, **bundle))
+
+
+# How often bounded polls look again; short next to a group join (~3 s on the embedded broker).
+_POLL_INTERVAL_S = 0.05
+
+
+async def partitions_of(client_kwargs: ClientKwargs, topic: str) -> list[TopicPartition]:
+    """The topic's partitions, from the cluster metadata."""
+    consumer = AIOKafkaConsumer(**client_kwargs, group_id=None, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        # A metadata request for all topics: naming one would auto-create it on this broker.
+        await consumer.topics()
+        numbers = consumer.partitions_for_topic(topic)
+    finally:
+        await consumer.stop()
+    assert numbers, f"topic {topic!r} has no partitions in the metadata"
+    return [TopicPartition(topic, n) for n in sorted(numbers)]
+
+
+async def high_watermarks(client_kwargs: ClientKwargs, topic: str, *,
+                          timeout_s: float) -> dict[TopicPartition, int]:
+    """Each partition's high watermark, from fetch responses (ListOffsets fails on this broker)."""
+    partitions = await partitions_of(client_kwargs, topic)
+    consumer = AIOKafkaConsumer(**client_kwargs, group_id=None, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        consumer.assign(partitions)
+        for tp in partitions:
+            consumer.seek(tp, 0)
+        max_polls = int(timeout_s / _POLL_INTERVAL_S) + 1
+        with anyio.fail_after(timeout_s):
+            for _ in range(max_polls):
+                await consumer.getmany(timeout_ms=int(_POLL_INTERVAL_S * 1000))
+                marks = {tp: consumer.highwater(tp) for tp in partitions}
+                if all(mark is not None for mark in marks.values()):
+                    return {tp: mark for tp, mark in marks.items() if mark is not None}
+    finally:
+        await consumer.stop()
+    raise AssertionError(f"no high watermark for every partition of {topic!r}")
+
+
+async def committed_offsets(
+    client_kwargs: ClientKwargs, group_id: str, partitions: Sequence[TopicPartition]
+) -> dict[TopicPartition, int | None]:
+    """The group's committed offsets, read without joining the group (None: nothing committed)."""
+    consumer = AIOKafkaConsumer(**client_kwargs, group_id=group_id, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        return {tp: await consumer.committed(tp) for tp in partitions}
+    finally:
+        await consumer.stop()
+
+
+def bundles_by_id(records: Sequence[ConsumerRecord[bytes, bytes]]) -> dict[str, bytes]:
+    """bundle_id -> bundle bytes; fails on two different values under one bundle_id."""
+    found: dict[str, bytes] = {}
+    for record in records:
+        bundle_id = msgspec.json.decode(record.value)["bundle_id"]
+        assert found.setdefault(bundle_id, record.value) == record.value, bundle_id
+    return found
+
+
+def write_config(path: Path, settings: Settings) -> Path:
+    """A `stream-ctx run` config file holding the `[kafka]` table of `settings`."""
+    kafka = settings.kafka
+    servers = kafka.servers
+    lines = [
+        "[kafka]",
+        f"bootstrap_servers = {json.dumps(servers)}",
+        f"group_id = {json.dumps(kafka.group_id)}",
+        f"input_topics = {json.dumps(kafka.input_topics)}",
+        f"output_topic = {json.dumps(kafka.output_topic)}",
+        f"dlq_topic = {json.dumps(kafka.dlq_topic)}",
+        f"max_event_bytes = {kafka.max_event_bytes}",
+        f"session_timeout_ms = {kafka.session_timeout_ms}",
+    ]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def cli_command(config: Path) -> list[str]:
+    """`stream-ctx run --config FILE`, through this interpreter so the venv's package is used."""
+    return [sys.executable, "-m", "stream_ctx.shell.cli", "run", "--config", str(config)]
+
+
+def cli_environment() -> dict[str, str]:
+    """This process's environment without STREAM_CTX_ overrides, so only the file configures."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIX)}

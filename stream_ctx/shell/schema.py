@@ -1,0 +1,34 @@
+"""JSON Schema of the topics' record values, generated from the msgspec wire types (no drift)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+from stream_ctx.core.bundle import Bundle
+from stream_ctx.core.events import Event
+
+DIALECT = "https://json-schema.org/draft/2020-12/schema"
+SchemaName = Literal["events", "bundle"]
+SCHEMA_NAMES: tuple[SchemaName, ...] = ("events", "bundle")
+
+_WIRE_TYPES: dict[SchemaName, tuple[object, str]] = {
+    "events": (Event, "stream-ctx input event (a record value of the input topics)"),
+    "bundle": (Bundle, "stream-ctx bundle (a record value of the output topic)"),
+}
+
+
+def json_schema(name: SchemaName) -> dict[str, Any]:
+    """A standalone draft 2020-12 schema of one topic's record values, its `$defs` included."""
+    wire_type, title = _WIRE_TYPES[name]
+    (root,), components = msgspec.json.schema_components((wire_type,))
+    return {"$schema": DIALECT, "title": title, **root, "$defs": components}
+
+
+def render_schema(which: SchemaName | Literal["all"]) -> bytes:
+    """Indented JSON: one schema, or for "all" an object holding each schema under its name."""
+    names = SCHEMA_NAMES if which == "all" else (which,)
+    schemas = {name: json_schema(name) for name in names}
+    document = schemas if which == "all" else schemas[which]
+    return msgspec.json.format(msgspec.json.encode(document), indent=2)
