@@ -65,6 +65,8 @@ class DagContextAssembler:
         tokens_shared, tokens_naive = self._count(shared), self._count(naive)
         is_deduplicated = tokens_shared <= tokens_naive
         chosen = shared if is_deduplicated else naive
+        if not is_deduplicated:
+            dag = StateDag.flat([r.item for r in selected])  # the bundle describes what it holds
         return Assembly(
             selected,
             dag,

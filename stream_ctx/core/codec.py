@@ -14,7 +14,7 @@ _event_decoder = msgspec.json.Decoder(Event)
 _raw_decoder = msgspec.json.Decoder()
 _encoder = msgspec.json.Encoder()
 _PATH = re.compile(r" - at `\$(?P<path>[^`]*)`$")
-_PATH_STEP = re.compile(r"\.([^.\[]+)|\[(\d+)\]")
+_PATH_STEP = re.compile(r"\.([^.\[]+)|\[(\d+|\.\.\.)\]")
 _MISSING = re.compile(r"Object missing required field `(?P<field>[^`]+)`")
 # Long values are cut in messages so a dead-letter header stays readable.
 _VALUE_REPR_LIMIT = 120
@@ -44,21 +44,35 @@ def _describe(message: str, data: bytes) -> InvalidEventError:
     if missing:
         field = f"{path}.{missing.group('field')}".lstrip(".")
         return InvalidEventError(f"`{field}` is required but missing", path=f"$.{field}")
-    shown = path.lstrip(".") or "$"
-    value = _lookup(_raw_decoder.decode(data), path)
+    try:
+        document = _raw_decoder.decode(data)
+    except msgspec.DecodeError as exc:
+        # msgspec rejects a bad tag before it reaches the end of a truncated document.
+        return InvalidEventError(f"invalid JSON: {exc}", path="$")
+    shown, value = _lookup(document, path)
     text = repr(value)
     if len(text) > _VALUE_REPR_LIMIT:
         text = text[:_VALUE_REPR_LIMIT] + "..."
-    return InvalidEventError(f"`{shown}`: {reason}, got {text}", path=f"${path}")
+    return InvalidEventError(f"`{shown}`: {reason}, got {text}", path=f"$.{shown}")
 
 
-def _lookup(document: object, path: str) -> object:
-    value = document
+def _lookup(document: object, path: str) -> tuple[str, object]:
+    """The field path as shown to people, and the value found there (None if not found).
+
+    msgspec writes `[...]` for "some value of this mapping"; the only mapping values events have
+    are strings, so the offending one is the first value that is not a string.
+    """
+    value, shown = document, ""
     for key, index in _PATH_STEP.findall(path):
         if key and isinstance(value, dict):
-            value = value.get(key)
-        elif index and isinstance(value, list) and int(index) < len(value):
-            value = value[int(index)]
+            value, shown = value.get(key), f"{shown}.{key}"
+        elif index == "..." and isinstance(value, dict):
+            bad = next(((k, v) for k, v in value.items() if not isinstance(v, str)), None)
+            if bad is None:
+                return f"{shown}[...]".lstrip("."), None
+            value, shown = bad[1], f"{shown}[{msgspec.json.encode(bad[0]).decode()}]"
+        elif index.isdigit() and isinstance(value, list) and int(index) < len(value):
+            value, shown = value[int(index)], f"{shown}[{index}]"
         else:
-            return None
-    return value
+            return path.lstrip("."), None
+    return shown.lstrip(".") or "$", value

@@ -94,9 +94,17 @@ def bundle_config_from_table(table: dict[str, Any]) -> BundleConfig:
     try:
         return msgspec.convert(merged, BundleConfig)
     except msgspec.ValidationError as exc:
-        raise ConfigError(f"`bundle`: {_with_toml_path(str(exc))}") from exc
+        raise ConfigError(_describe(str(exc), merged)) from exc
 
 
-def _with_toml_path(message: str) -> str:
-    """Turn msgspec's `$.max_items` path into the TOML key `bundle.max_items`."""
-    return message.replace("`$.", "`bundle.").replace("- at `$`", "- in [bundle]")
+def _describe(message: str, table: dict[str, Any]) -> str:
+    """msgspec's "Expected `int`, got `str` - at `$.max_items`" as a message naming the TOML key
+    and showing the value."""
+    reason, _, where = message.partition(" - at `$.")
+    key = where.rstrip("`")
+    if key in table:
+        return f"`bundle.{key}`: {reason}, got {table[key]!r}"
+    unknown = reason.removeprefix("Object contains unknown field ")
+    if unknown != reason:
+        return f"unknown key `bundle.{unknown.strip('`')}` in [bundle]"
+    return f"[bundle]: {message}"

@@ -90,6 +90,14 @@ class StateDag:
         hoisted = frozenset((s.field, s.name, s.value) for s in shared)
         return cls(blocks, item_blocks, uses, shared, hoisted)
 
+    @classmethod
+    def flat(cls, items: Sequence[ContextItem]) -> StateDag:
+        """The graph of the naive form: each item's content one block, nothing hoisted."""
+        item_blocks = [[block_id(item.content)] if item.content else [] for item in items]
+        blocks = {ids[0]: item.content for item, ids in zip(items, item_blocks, strict=True) if ids}
+        uses = Counter(bid for ids in item_blocks for bid in ids)
+        return cls(blocks, item_blocks, uses, [], frozenset())
+
     def is_hoisted(self, field: str, name: str, value: str) -> bool:
         """Whether this attribute value or tag is rendered once in the shared header."""
         return (field, name, value) in self.hoisted

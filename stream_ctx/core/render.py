@@ -64,6 +64,8 @@ def render(
     turn to the next do not break the prefix that a prompt cache could reuse.
     """
     segments: list[Segment] = []
+    if not placed:
+        return segments  # nothing retrieved: an empty context, which fits any budget
     header = _HEADERS[fmt]
     if header:
         segments.append((header, header))
