@@ -193,9 +193,7 @@ def test_item_outcomes_from_the_processor_reach_the_items_counter() -> None:
         processor.apply(event, position=position)
     processor.apply(events[-1], position=len(events))  # a replay is skipped: nothing counted
     outcomes = processor.take_item_outcomes()
-    metrics.items(
-        accepted=outcomes.accepted, rejected=outcomes.rejected, evicted=outcomes.evicted
-    )
+    metrics.items(accepted=outcomes.accepted, rejected=outcomes.rejected, evicted=outcomes.evicted)
     assert processor.take_item_outcomes() == type(outcomes)()  # taken means reset
 
     text = metrics.render()
