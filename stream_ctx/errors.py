@@ -21,6 +21,19 @@ class InvalidEventError(StreamCtxError):
         self.path = path
 
 
+class ConversationReleasedError(StreamCtxError):
+    """A late event for a conversation released from memory: restore it, then apply again."""
+
+    retriable = True
+
+    def __init__(self, conversation_id: str) -> None:
+        super().__init__(
+            f"conversation {conversation_id!r} was released from memory as idle and got a late "
+            "event within its TTL; restore it from the changelog and apply the event again"
+        )
+        self.conversation_id = conversation_id
+
+
 class BrokerError(StreamCtxError):
     """The Kafka cluster refused or failed an operation we cannot work around."""
 

@@ -20,6 +20,7 @@ from stream_ctx.core.config import BundleConfig
 from stream_ctx.core.events import End, Event, Finalize, Retrieval
 from stream_ctx.core.prefix import pack_context, tokens_prefix_reused
 from stream_ctx.core.tokenizer import Tokenizer, get_tokenizer
+from stream_ctx.errors import ConversationReleasedError
 
 ItemKey = tuple[str, int]
 """An item's changelog identity: (item id, revision)."""
@@ -83,6 +84,17 @@ class _Conversation:
     previous_context: bytes | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class _Released:
+    """What stays in memory of an idle conversation released on stream time: enough to restart
+    or end it; a late event within the TTL needs its full state restored first."""
+
+    last_ts: int
+    position: int
+    keys: tuple[ItemKey, ...]
+    context_seq: int | None
+
+
 class ContextProcessor:
     """All conversations of one input (a partition, or a replayed file)."""
 
@@ -96,6 +108,8 @@ class ContextProcessor:
         self.config = config
         self.tokenizer = tokenizer if tokenizer is not None else get_tokenizer(config.tokenizer)
         self.conversations: dict[str, _Conversation] = {}
+        self.stream_time_ms = 0
+        self._released: dict[str, _Released] = {}
         self._ended_at: dict[str, int] = {}
         self._is_tracking = is_tracking_changes
         self._changes: dict[str, ConversationChange] = {}
@@ -110,6 +124,16 @@ class ContextProcessor:
             return None
         self._ended_at.pop(cid, None)
         ttl_ms = self.config.conversation_ttl_ms
+        released = self._released.get(cid)
+        if released is not None:
+            if position <= released.position:
+                return None
+            is_expired = ttl_ms is not None and event.ts - released.last_ts > ttl_ms
+            if not is_expired and not isinstance(event, End):
+                raise ConversationReleasedError(cid)
+            del self._released[cid]
+            self._discard(cid, released, position, is_ended=isinstance(event, End))
+        self.stream_time_ms = max(self.stream_time_ms, event.ts)
         if conv is not None and ttl_ms is not None and event.ts - conv.last_ts > ttl_ms:
             self._close(cid, conv, position, is_ended=False)
             conv = None
@@ -143,6 +167,7 @@ class ContextProcessor:
         previous_context: bytes | None = None,
     ) -> None:
         """Load a conversation's persisted state (changelog recovery)."""
+        self._released.pop(conversation_id, None)
         if state.is_ended:
             self._ended_at[conversation_id] = state.position
             self.conversations.pop(conversation_id, None)
@@ -152,10 +177,34 @@ class ContextProcessor:
             window, state.last_ts, state.position, previous_context
         )
 
+    def release_idle(self) -> int:
+        """Free the memory of conversations idle longer than the TTL on this input's stream time.
+
+        Their state stays in the changelog. Their next event restarts or ends them exactly as
+        if they had been held, except a late one (event time within the TTL of their last
+        event), which raises ConversationReleasedError so the shell restores them first. So
+        releasing never changes a bundle. Returns how many were released.
+        """
+        ttl_ms = self.config.conversation_ttl_ms
+        if ttl_ms is None:
+            return 0
+        idle = [
+            cid
+            for cid, conv in self.conversations.items()
+            if self.stream_time_ms - conv.last_ts > ttl_ms and cid not in self._changes
+        ]
+        for cid in idle:
+            conv = self.conversations.pop(cid)
+            keys = tuple((it.id, it.revision) for it in conv.window.items.values())
+            seq = conv.window.counters.seq if conv.previous_context is not None else None
+            self._released[cid] = _Released(conv.last_ts, conv.position, keys, seq)
+        return len(idle)
+
     def forget(self, conversation_ids: Iterable[str]) -> None:
         """Drop conversations from memory (their partition was revoked); state stays durable."""
         for cid in conversation_ids:
             self.conversations.pop(cid, None)
+            self._released.pop(cid, None)
             self._ended_at.pop(cid, None)
             self._changes.pop(cid, None)
 
@@ -280,22 +329,29 @@ class ContextProcessor:
         return change
 
     def _close(self, cid: str, conv: _Conversation, position: int, *, is_ended: bool) -> None:
-        """End or expire a conversation: its items are dropped from the changelog."""
+        """End or expire a held conversation: its items are dropped from the changelog."""
         del self.conversations[cid]
+        keys = tuple((it.id, it.revision) for it in conv.window.items.values())
+        seq = conv.window.counters.seq if conv.previous_context is not None else None
+        self._discard(
+            cid, _Released(conv.last_ts, conv.position, keys, seq), position, is_ended=is_ended
+        )
+
+    def _discard(self, cid: str, gone: _Released, position: int, *, is_ended: bool) -> None:
+        """Tombstone a conversation's records; an end leaves an "ended at `position`" state."""
         if is_ended:
             self._ended_at[cid] = position
         if not self._is_tracking:
             return
-        change = self._changes.get(cid)
-        if change is None:
-            change = self._changes[cid] = ConversationChange(cid, self._state(conv))
-        for item in conv.window.items.values():
-            change.drop((item.id, item.revision))
-        if conv.previous_context is not None:
-            change.drop_context(conv.window.counters.seq)
-        change.state = ConversationState(
-            counters=WindowCounters(), last_ts=conv.last_ts, position=position, is_ended=True
+        marker = ConversationState(
+            counters=WindowCounters(), last_ts=gone.last_ts, position=position, is_ended=True
         )
+        change = self._changes.setdefault(cid, ConversationChange(cid, marker))
+        for key in gone.keys:
+            change.drop(key)
+        if gone.context_seq is not None:
+            change.drop_context(gone.context_seq)
+        change.state = marker
 
     @staticmethod
     def _state(conv: _Conversation) -> ConversationState:

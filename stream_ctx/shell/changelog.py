@@ -76,11 +76,15 @@ class RestoredPartition:
     items: dict[tuple[str, str, int], ContextItem] = field(default_factory=dict)
     contexts: dict[tuple[str, int], bytes] = field(default_factory=dict)
     records: int = 0
+    # Keep only this conversation's records (reloading one released conversation).
+    only: str | None = None
 
     def apply(self, key: bytes, value: bytes | None) -> None:
         """Fold one changelog record in (later records win, tombstones delete)."""
         self.records += 1
         decoded = _key_decoder.decode(key)
+        if self.only is not None and decoded[1] != self.only:
+            return
         if decoded[0] == "s":
             cid = str(decoded[1])
             if value is None:

@@ -13,17 +13,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
 import anyio
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener
 from aiokafka.structs import ConsumerRecord, OffsetAndMetadata, TopicPartition
 
-from stream_ctx.core.bundle import BundleStats
+from stream_ctx.core.bundle import Bundle, BundleStats
 from stream_ctx.core.codec import encode_bundle
+from stream_ctx.core.events import Event
 from stream_ctx.core.processor import ContextProcessor
-from stream_ctx.errors import InvalidEventError, StreamCtxError
+from stream_ctx.errors import ConversationReleasedError, InvalidEventError, StreamCtxError
 from stream_ctx.shell.admin import TopicSpec, ensure_topics, partition_counts
 from stream_ctx.shell.changelog import ChangelogWrites, Record, RestoredPartition
 from stream_ctx.shell.connection import client_kwargs
@@ -41,6 +42,8 @@ _POLL_MS = 100
 _OUTPUT_RETENTION_MS = 7 * 24 * 3_600_000
 # Room for a record's key, headers and framing inside one produce request.
 _RECORD_OVERHEAD_BYTES = 64 * 1024
+# Idle conversations are looked for this often: a scan of every held conversation.
+_SWEEP_INTERVAL_S = 30.0
 # A heartbeat every third of the session timeout, Kafka's recommended ratio.
 _HEARTBEAT_FRACTION = 3
 
@@ -195,6 +198,7 @@ class Runner:
 
     async def _loop(self) -> None:
         kafka = self.settings.kafka
+        next_sweep = time.monotonic() + _SWEEP_INTERVAL_S
         while not self.stop.is_set():
             self.health.beat()
             if self._pending_restore:
@@ -207,6 +211,9 @@ class Runner:
                 continue
             async with self._lock:
                 await self._process(batch, max_bytes=kafka.max_event_bytes)
+                if time.monotonic() >= next_sweep:
+                    self._release_idle()
+                    next_sweep = time.monotonic() + _SWEEP_INTERVAL_S
 
     async def _process(
         self, batch: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]], *, max_bytes: int
@@ -224,7 +231,7 @@ class Runner:
                 self.stats.events += 1
                 try:
                     event = read_event(record, max_bytes=max_bytes)
-                    bundle = processor.apply(event, position=record.offset)
+                    bundle = await self._apply(tp, processor, event, record.offset)
                 except Exception as exc:  # anything unprocessable is parked, never dropped
                     sends.append(await self._dead_letter(record, exc))
                     continue
@@ -260,6 +267,15 @@ class Runner:
         await self._commit()
         self.stats.batches += 1
         self._count_held()
+
+    async def _apply(
+        self, tp: TopicPartition, processor: ContextProcessor, event: Event, offset: int
+    ) -> Bundle | None:
+        try:
+            return processor.apply(event, position=offset)
+        except ConversationReleasedError as released:
+            await self._reload(tp, processor, released.conversation_id)
+            return processor.apply(event, position=offset)
 
     def _observe_published(self, published: list[tuple[BundleStats, int]]) -> None:
         """Latency runs from the finalize record's timestamp to the bundle's acknowledgement."""
@@ -340,31 +356,9 @@ class Runner:
     async def _restore(self, partitions: set[TopicPartition]) -> None:
         """Rebuild the windows of newly assigned partitions from their changelogs."""
         started = time.perf_counter()
-        sources = {
-            TopicPartition(changelog_topic(tp.topic, self.settings), tp.partition): tp
-            for tp in partitions
-        }
-        restored = {tp: RestoredPartition() for tp in partitions}
-        self._kafka.restorer.assign(list(sources))
-        for changelog_tp in sources:
-            self._kafka.restorer.seek(changelog_tp, 0)
-        remaining = set(sources)
-        with anyio.fail_after(self.settings.state.restore_timeout_s):
-            while remaining:
-                self.health.beat()
-                fetched = await self._kafka.restorer.getmany(*remaining, timeout_ms=_POLL_MS)
-                for changelog_tp, records in fetched.items():
-                    target = restored[sources[changelog_tp]]
-                    for record in records:
-                        target.apply(record.key, record.value)
-                for changelog_tp in list(remaining):
-                    source = sources[changelog_tp]
-                    highwater = self._kafka.restorer.highwater(changelog_tp)
-                    position = await self._kafka.restorer.position(changelog_tp)
-                    if source not in self._pending_restore:
-                        remaining.discard(changelog_tp)  # revoked while restoring
-                    elif highwater is not None and position >= highwater:
-                        remaining.discard(changelog_tp)
+        restored = await self._read_changelogs(
+            partitions, is_wanted=self._pending_restore.__contains__
+        )
         cleanup: list[Awaitable[object]] = []
         for tp, state in restored.items():
             if tp not in self._pending_restore:
@@ -392,6 +386,62 @@ class Runner:
             elapsed,
             conversations / elapsed if elapsed > 0 else 0.0,
         )
+
+    async def _read_changelogs(
+        self,
+        partitions: set[TopicPartition],
+        *,
+        is_wanted: Callable[[TopicPartition], bool],
+        only: str | None = None,
+    ) -> dict[TopicPartition, RestoredPartition]:
+        """Read the changelogs of input `partitions` from the start to their high watermarks,
+        dropping a partition as soon as it is no longer wanted (revoked while restoring)."""
+        sources = {
+            TopicPartition(changelog_topic(tp.topic, self.settings), tp.partition): tp
+            for tp in partitions
+        }
+        restored = {tp: RestoredPartition(only=only) for tp in partitions}
+        restorer = self._kafka.restorer
+        restorer.assign(list(sources))
+        for changelog_tp in sources:
+            restorer.seek(changelog_tp, 0)
+        remaining = set(sources)
+        with anyio.fail_after(self.settings.state.restore_timeout_s):
+            while remaining:
+                self.health.beat()
+                fetched = await restorer.getmany(*remaining, timeout_ms=_POLL_MS)
+                for changelog_tp, records in fetched.items():
+                    target = restored[sources[changelog_tp]]
+                    for record in records:
+                        target.apply(record.key, record.value)
+                for changelog_tp in list(remaining):
+                    highwater = restorer.highwater(changelog_tp)
+                    if not is_wanted(sources[changelog_tp]) or (
+                        highwater is not None and await restorer.position(changelog_tp) >= highwater
+                    ):
+                        remaining.discard(changelog_tp)
+        return restored
+
+    async def _reload(self, tp: TopicPartition, processor: ContextProcessor, cid: str) -> None:
+        """Bring back one released conversation for a late event (rare: a full partition read)."""
+        started = time.perf_counter()
+        restored = await self._read_changelogs({tp}, is_wanted=lambda _: True, only=cid)
+        for found, state, items, previous_context in restored[tp].conversations():
+            processor.restore(found, state, items, previous_context)
+        log.info(
+            "reloaded released conversation %r of %s/%d for a late event in %.3f s",
+            cid,
+            tp.topic,
+            tp.partition,
+            time.perf_counter() - started,
+        )
+
+    def _release_idle(self) -> None:
+        """Free idle conversations' memory on each partition's stream time (state stays durable)."""
+        released = sum(p.release_idle() for p in self._processors.values())
+        if released:
+            log.info("released %d idle conversation(s) from memory", released)
+            self._count_held()
 
     async def _shutdown(self) -> None:
         async with self._lock:
