@@ -18,15 +18,17 @@ from itertools import pairwise
 import msgspec
 
 from stream_ctx.core.accumulator import ContextItem
-from stream_ctx.core.textmatch import common_run
+from stream_ctx.core.textmatch import common_run, common_run_back
 
 # Repeats shorter than this cost more in reference framing (~20 tokens) than they save.
 MIN_SHARED_CHARS = 96
-# Repeats are found through windows of _ANCHOR chars starting at word starts, which are content-
-# defined, so both copies of a repeat have the same anchors whatever their offsets. A repeat with
-# no word start in its first MIN_SHARED_CHARS - _ANCHOR chars (a hex blob) stays unshared.
+# Repeats are found through windows of _ANCHOR chars at anchors: word starts whose first
+# character is one of a set that begins about a third of English and code words. The rule is
+# content-defined, so both copies of a repeat have the same anchors whatever their offsets. A
+# repeat is found when an anchor lies inside it: almost surely from about 200 characters,
+# usually from MIN_SHARED_CHARS; a repeat with no such word start (a hex blob) never.
 _ANCHOR = 48
-_WORD_START = re.compile(r"\b\w")
+_ANCHOR_START = re.compile(r"\b[cdeimpruwyCDEIMPRUWY0-4_]")
 # Anchor positions of recently seen texts: windows recur across a conversation's finalizes.
 _ANCHOR_CACHE_LIMIT = 8192
 _anchor_cache: dict[str, array[int]] = {}
@@ -145,7 +147,7 @@ def _find_matches(texts: list[str]) -> Iterator[_Match]:
                 continue
             src, src_pos = hit
             source = texts[src]
-            back = _extent_back(text, pos, floor, source, src_pos)
+            back = common_run_back(text, pos, source, src_pos, limit=pos - floor)
             ahead = common_run(text, pos, source, src_pos)
             if back + ahead >= MIN_SHARED_CHARS:
                 yield _Match(src, src_pos - back, t, pos - back, back + ahead)
@@ -155,27 +157,15 @@ def _find_matches(texts: list[str]) -> Iterator[_Match]:
 
 
 def _anchors(text: str) -> array[int]:
-    """Word starts with a full window after them; a pure function, memoised."""
+    """Anchors with a full window after them; a pure function, memoised."""
     found = _anchor_cache.get(text)
     if found is None:
         if len(_anchor_cache) >= _ANCHOR_CACHE_LIMIT:
             del _anchor_cache[next(iter(_anchor_cache))]
-        end = len(text) - _ANCHOR + 1
-        found = array("q", [m.start() for m in _WORD_START.finditer(text, 0, max(end, 0))])
+        end = max(len(text) - _ANCHOR + 1, 0)
+        found = array("q", [m.start() for m in _ANCHOR_START.finditer(text, 0, end)])
         _anchor_cache[text] = found
     return found
-
-
-def _extent_back(text: str, pos: int, floor: int, source: str, src_pos: int) -> int:
-    """How far equal text runs backwards from the two positions (not below `floor`)."""
-    back = 0
-    while (
-        pos - back > floor
-        and src_pos - back > 0
-        and (text[pos - back - 1] == source[src_pos - back - 1])
-    ):
-        back += 1
-    return back
 
 
 def _merge_single_use(pieces: list[str], uses: Counter[str]) -> list[str]:
