@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ssl
 from typing import Any
 
 from aiokafka.helpers import create_ssl_context
@@ -16,6 +17,8 @@ _TLS_KEYS = {
     "ssl_keyfile": "keyfile",
     "ssl_password": "password",
 }
+_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "OAUTHBEARER")
 _PASSED_THROUGH = {
     "security_protocol",
     "sasl_mechanism",
@@ -45,7 +48,30 @@ def client_kwargs(kafka: KafkaSettings) -> dict[str, Any]:
             raise ConfigError(
                 f"`kafka.client.{key}` is not a supported setting; use one of {allowed}"
             )
-    if tls or str(kwargs.get("security_protocol", "")).endswith("SSL"):
-        kwargs["ssl_context"] = create_ssl_context(**tls)
-        kwargs.setdefault("security_protocol", "SSL")
+    _check_choice(kwargs, "security_protocol", _PROTOCOLS)
+    _check_choice(kwargs, "sasl_mechanism", _MECHANISMS)
+    protocol = kwargs.setdefault("security_protocol", "SSL" if tls else "PLAINTEXT")
+    if tls and not protocol.endswith("SSL"):
+        raise ConfigError(
+            f"`kafka.client.security_protocol` is {protocol!r} but TLS files are set "
+            f"({', '.join(sorted(k for k in kafka.client if k in _TLS_KEYS))}); use 'SSL' or "
+            "'SASL_SSL', or remove them"
+        )
+    if protocol.endswith("SSL"):
+        kwargs["ssl_context"] = _tls_context(tls)
     return kwargs
+
+
+def _check_choice(kwargs: dict[str, Any], key: str, allowed: tuple[str, ...]) -> None:
+    if key in kwargs and kwargs[key] not in allowed:
+        raise ConfigError(f"`kafka.client.{key}` must be one of {allowed}, got {kwargs[key]!r}")
+
+
+def _tls_context(tls: dict[str, Any]) -> ssl.SSLContext:
+    """One verifying TLS context; a file that cannot be used is a config error naming its key."""
+    try:
+        context: ssl.SSLContext = create_ssl_context(**tls)
+    except (OSError, ssl.SSLError) as exc:
+        keys = ", ".join(f"`kafka.client.ssl_{name}`" for name in sorted(tls))
+        raise ConfigError(f"cannot load the TLS files of {keys}: {exc}") from exc
+    return context

@@ -124,7 +124,16 @@ def _parse_value(raw: str) -> object:
 
 
 def _set(tables: dict[str, dict[str, Any]], dotted: str, value: object) -> None:
+    """Set one key; `kafka.client.<key>` (env: STREAM_CTX_KAFKA_CLIENT_<KEY>) merges into the
+    file's [kafka.client] table instead of replacing it."""
     section, _, key = dotted.partition(".")
     if section not in tables or not key:
         raise ConfigError(f"override {dotted!r} must be <table>.<key> with table in {_SECTIONS}")
+    nested = key.removeprefix("client.").removeprefix("client_")
+    if section == "kafka" and nested != key:
+        client = tables["kafka"].setdefault("client", {})
+        if not isinstance(client, dict):
+            raise ConfigError(f"`kafka.client` must be a table, got {client!r}")
+        client[nested] = value
+        return
     tables[section][key] = value
