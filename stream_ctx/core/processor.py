@@ -109,14 +109,19 @@ class ContextProcessor:
         self.tokenizer = tokenizer if tokenizer is not None else get_tokenizer(config.tokenizer)
         self.conversations: dict[str, _Conversation] = {}
         self.stream_time_ms = 0
+        self._last_position = -1
         self._released: dict[str, _Released] = {}
         self._ended_at: dict[str, int] = {}
         self._is_tracking = is_tracking_changes
         self._changes: dict[str, ConversationChange] = {}
         self._outcomes = ItemOutcomes()
 
-    def apply(self, event: Event, *, position: int = 0) -> Bundle | None:
-        """Apply one event at `position` (increasing per input); return a finalize's bundle."""
+    def apply(self, event: Event, *, position: int | None = None) -> Bundle | None:
+        """Apply one event at `position` (increasing per input; by default one past the last)
+        and return a finalize's bundle."""
+        if position is None:
+            position = self._last_position + 1
+        self._last_position = max(self._last_position, position)
         cid = event.conversation_id
         conv = self.conversations.get(cid)
         floor = conv.position if conv is not None else self._ended_at.get(cid)
@@ -140,6 +145,7 @@ class ContextProcessor:
         if isinstance(event, End):
             if conv is not None:
                 self._close(cid, conv, position, is_ended=True)
+            self._ended_at[cid] = position  # also when it had expired, or was never seen
             return None
         if conv is None:
             conv = self.conversations[cid] = _Conversation(

@@ -1,0 +1,147 @@
+"""Token counts of issue 2: a real offline BPE, and per-segment counts that add up exactly."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from stream_ctx.core.config import BundleConfig, ContextFormat
+from stream_ctx.core.dag import StateDag
+from stream_ctx.core.processor import ContextProcessor
+from stream_ctx.core.render import Placed, fence_for, render
+from stream_ctx.core.tokenizer import TiktokenTokenizer, get_tokenizer
+from stream_ctx.errors import ConfigError
+from tests.factories import (
+    ODD_FRAGMENTS,
+    T0,
+    make_context_item,
+    make_finalize,
+    make_item,
+    make_retrieval,
+    odd_text,
+)
+
+FORMATS: tuple[ContextFormat, ...] = ("compact", "full", "token_optimized")
+_tokenizer = get_tokenizer("cl100k_base")
+
+
+def test_tokenizer_is_real_cl100k() -> None:
+    # Known cl100k_base encodings: "hello world" is 2 tokens, "tiktoken is great!" 6.
+    assert _tokenizer.name == "cl100k_base"
+    assert _tokenizer.count("hello world") == 2
+    assert _tokenizer.count("tiktoken is great!") == 6
+    assert _tokenizer.count("") == 0
+
+
+def test_special_token_text_is_counted_as_ordinary_text() -> None:
+    assert _tokenizer.count("<|endoftext|>") > 1
+    assert _tokenizer.count("a <|endoftext|> b <|fim_prefix|>") > 4
+
+
+def test_unknown_tokenizer_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match=r"tokenizer.*'gpt-9'"):
+        TiktokenTokenizer("gpt-9")
+
+
+def test_count_segment_is_cached_and_equals_count() -> None:
+    tok = TiktokenTokenizer()
+    text = "```\nsome block text\n```\n"
+    assert tok.count_segment(("block", "```", "b1"), text) == tok.count(text)
+    assert tok.count_segment(("block", "```", "b1"), text) == tok.count(text)
+
+
+def test_get_tokenizer_is_shared() -> None:
+    assert get_tokenizer() is get_tokenizer("cl100k_base")
+
+
+@st.composite
+def rendered_segments(draw: st.DrawFn) -> list[str]:
+    """Segments exactly as render() emits them, over items with hostile text."""
+    fmt = draw(st.sampled_from(FORMATS))
+    contents = draw(st.lists(odd_text(max_pieces=25), max_size=4))
+    passage = draw(odd_text(max_pieces=10)) + "shared passage words " * 6
+    items = []
+    for n, text in enumerate(contents):
+        if draw(st.booleans()):
+            text = passage + text
+        items.append(
+            make_context_item(
+                id=draw(odd_text(max_pieces=2)) + str(n),
+                kind=draw(odd_text(max_pieces=2)),
+                content=text,
+                attributes=draw(
+                    st.dictionaries(odd_text(max_pieces=2), st.sampled_from(["v", " "]), max_size=2)
+                ),
+                tags=draw(st.lists(st.sampled_from(["t", "\n", "<|endoftext|>"]), max_size=2)),
+            )
+        )
+    dag = StateDag.build(items)
+    placed = [
+        Placed(n, item, 0.5, ids)
+        for n, (item, ids) in enumerate(zip(items, dag.item_blocks, strict=True), start=1)
+    ]
+    is_naive = draw(st.booleans())
+    segments = render(placed, None if is_naive else dag, fmt=fmt, fence=fence_for(items))
+    return [text for _, text in segments]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rendered_segments())
+def test_context_count_is_sum_of_rendered_segment_counts(texts: list[str]) -> None:
+    assert _tokenizer.count("".join(texts)) == sum(_tokenizer.count(t) for t in texts)
+
+
+# The rendering contract: a segment starts with a non-whitespace character and ends with "\n",
+# except an item header, cut into its number ("[3]", "## [3]") and the rest, which starts " ".
+_ODD_CHAR = st.text(st.characters(exclude_categories=["Cs"]), max_size=4)
+_body = st.lists(st.sampled_from(ODD_FRAGMENTS) | _ODD_CHAR, max_size=15).map("".join)
+_end = st.sampled_from(["", " ", "\r", "\t", "  ", "\n", "\u2028", "\u3000", "\r\n", "```", "'"])
+_line = st.tuples(
+    st.sampled_from(
+        ["`", "[", "#", "=", "(", "C", "S", "s", "a", "1", "'", "<", "\u00e9", "\u0301"]
+    ),
+    _body,
+    _end,
+).map(lambda parts: ["".join(parts) + "\n"])
+_header = st.tuples(
+    st.sampled_from(["[", "## ["]),
+    st.integers(1, 120),
+    st.sampled_from([" ", " '", ' "', " 1", " \u0301", " [", " ("]),
+    _body,
+    _end,
+).map(lambda p: [f"{p[0]}{p[1]}]", "".join(p[2:]) + "\n"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_line | _header, max_size=8))
+def test_count_is_additive_over_any_segments_of_the_render_shape(groups: list[list[str]]) -> None:
+    texts = [text for group in groups for text in group]
+    assert _tokenizer.count("".join(texts)) == sum(_tokenizer.count(t) for t in texts)
+
+
+@pytest.mark.parametrize(
+    "texts",
+    [
+        ["```\n  leading spaces\n```\n", "```\n\ttab\n```\n"],
+        ["```\ntrailing spaces   \n```\n", "[same as b1]\n"],
+        ["```\n\n\n\n```\n", "```\r\n\r\n```\n"],
+        ["```\n\u00a0\u3000\u2028\n```\n", "```\n<|endoftext|>\n```\n"],
+        ["```\nends with a CR\r\n```\n", "=b2\n"],
+    ],
+)
+def test_count_is_additive_on_hand_picked_joints(texts: list[str]) -> None:
+    assert _tokenizer.count("".join(texts)) == sum(_tokenizer.count(t) for t in texts)
+
+
+def test_bundle_reports_tokenizer_and_exact_context_count() -> None:
+    processor = ContextProcessor(BundleConfig(min_salience_threshold=0.0))
+    items = [
+        make_item(id=f"i{n}", content=f"  text {n} <|endoftext|>\r\n\u2028", created_at=T0)
+        for n in range(3)
+    ]
+    processor.apply(make_retrieval(items=items), position=1)
+    bundle = processor.apply(make_finalize(), position=2)
+    assert bundle is not None
+    assert bundle.stats.tokenizer == "cl100k_base"
+    assert bundle.stats.tokens_bundle == _tokenizer.count(bundle.context)

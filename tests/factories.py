@@ -1,0 +1,136 @@
+"""Builders with keyword defaults for events and window items, plus shared hypothesis strategies."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import strategies as st
+
+from stream_ctx.core.accumulator import ContextItem
+from stream_ctx.core.events import End, Finalize, Retrieval, RetrievedItem
+
+T0 = 1_764_480_000_000
+"""A fixed event time (2025-11-30T05:20:00Z) so no test depends on the clock."""
+DAY_MS = 86_400_000
+HOUR_MS = 3_600_000
+
+
+def make_item(**kw: Any) -> RetrievedItem:
+    """A retrieved item; `created_at` stays unset (it defaults to the event's `ts`) unless given."""
+    fields: dict[str, Any] = {
+        "id": "it-1",
+        "kind": "chunk",
+        "salience": 0.5,
+        "content": "some retrieved text",
+        "created_at": None,
+        "attributes": {},
+        "tags": [],
+    }
+    fields.update(kw)
+    return RetrievedItem(**fields)
+
+
+def make_retrieval(**kw: Any) -> Retrieval:
+    """A retrieval event for conversation `c-1` at `T0` holding one default item."""
+    fields: dict[str, Any] = {
+        "conversation_id": "c-1",
+        "event_id": "e-r",
+        "ts": T0,
+        "items": [make_item()],
+        "query": None,
+    }
+    fields.update(kw)
+    return Retrieval(**fields)
+
+
+def make_finalize(**kw: Any) -> Finalize:
+    """A finalize event for conversation `c-1` at `T0`, no request id, no budget."""
+    fields: dict[str, Any] = {
+        "conversation_id": "c-1",
+        "event_id": "e-f",
+        "ts": T0,
+        "request_id": None,
+        "max_tokens": None,
+    }
+    fields.update(kw)
+    return Finalize(**fields)
+
+
+def make_end(**kw: Any) -> End:
+    """An end event for conversation `c-1` at `T0`."""
+    fields: dict[str, Any] = {"conversation_id": "c-1", "event_id": "e-e", "ts": T0}
+    fields.update(kw)
+    return End(**fields)
+
+
+def make_context_item(**kw: Any) -> ContextItem:
+    """An item as a window holds it, for DAG and rendering tests."""
+    fields: dict[str, Any] = {
+        "id": "it-1",
+        "kind": "chunk",
+        "salience": 0.5,
+        "created_at": T0,
+        "content": "some retrieved text",
+        "attributes": {},
+        "tags": [],
+        "entered": 0,
+    }
+    fields.update(kw)
+    return ContextItem(**fields)
+
+
+# Hypothesis strategies -------------------------------------------------------------------------
+
+# Text that has broken fenced and line-based formats before: line and paragraph separators, lone
+# carriage returns, tabs, unicode spaces, backtick runs, and special-token text.
+ODD_FRAGMENTS = (
+    "\n",
+    "\r",
+    "\r\n",
+    "\t",
+    " ",
+    "  ",
+    "\u2028",
+    "\u2029",
+    "\x85",
+    "\x0b",
+    "\x0c",
+    "\u00a0",
+    "\u3000",
+    "\ufeff",
+    "`",
+    "``",
+    "```",
+    "````",
+    "\n```\n",
+    "<|endoftext|>",
+    "<|fim_prefix|>",
+    "'s",
+    '"',
+    "\\",
+    "@",
+    "#",
+    "=",
+    ";",
+    ",",
+    "[",
+    "]",
+    "(",
+    ")",
+    "{",
+    "}",
+    "1234567",
+    "## [1] x\n",
+    "[same as b0]\n",
+    "Shared: a=b @all\n",
+)
+
+
+def odd_text(*, max_pieces: int = 40) -> st.SearchStrategy[str]:
+    """Random unicode text (no surrogates) rich in whitespace, backticks and markup look-alikes."""
+    piece = st.one_of(
+        st.sampled_from(ODD_FRAGMENTS),
+        st.text(st.characters(exclude_categories=["Cs"]), min_size=1, max_size=8),
+        st.text("abcdefgh ijkl.\n", min_size=1, max_size=12),
+    )
+    return st.lists(piece, max_size=max_pieces).map("".join)
