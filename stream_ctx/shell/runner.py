@@ -18,6 +18,12 @@ from dataclasses import dataclass, field
 
 import anyio
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener
+from aiokafka.errors import (
+    CommitFailedError,
+    IllegalGenerationError,
+    RebalanceInProgressError,
+    UnknownMemberIdError,
+)
 from aiokafka.structs import ConsumerRecord, OffsetAndMetadata, TopicPartition
 
 from stream_ctx.core.bundle import Bundle, BundleStats
@@ -42,6 +48,13 @@ _POLL_MS = 100
 _OUTPUT_RETENTION_MS = 7 * 24 * 3_600_000
 # Room for a record's key, headers and framing inside one produce request.
 _RECORD_OVERHEAD_BYTES = 64 * 1024
+# Commit errors that mean another member owns our partitions now: rejoin, do not crash.
+_GROUP_MOVED_ON = (
+    CommitFailedError,
+    IllegalGenerationError,
+    UnknownMemberIdError,
+    RebalanceInProgressError,
+)
 # Idle conversations are looked for this often: a scan of every held conversation.
 _SWEEP_INTERVAL_S = 30.0
 # A heartbeat every third of the session timeout, Kafka's recommended ratio.
@@ -189,9 +202,12 @@ class Runner:
         self._mark_ready(is_rebalancing=True)
         self._pending_restore.difference_update(revoked)
         async with self._lock:
-            await self._commit()
-            for tp in revoked:
-                self._processors.pop(tp, None)
+            try:
+                await self._commit()
+            finally:
+                for tp in revoked:
+                    self._processors.pop(tp, None)
+                    self._uncommitted.pop(tp, None)
         self.metrics.forget_partitions(revoked)
         self._count_held()
         log.info("revoked %s", _names(revoked))
@@ -351,7 +367,13 @@ class Runner:
             return
         offsets = {tp: OffsetAndMetadata(offset, "") for tp, offset in self._uncommitted.items()}
         self._uncommitted = {}
-        await self._kafka.consumer.commit(offsets)
+        try:
+            await self._kafka.consumer.commit(offsets)
+        except _GROUP_MOVED_ON as exc:
+            # The group rebalanced without us (a pause past the session timeout). Everything
+            # these offsets cover is already published and in the changelog, so the new owner
+            # re-reads from the last commit and skips what the changelog reflects; we rejoin.
+            log.warning("commit refused, the group moved on without us: %s; rejoining", exc)
 
     async def _restore(self, partitions: set[TopicPartition]) -> None:
         """Rebuild the windows of newly assigned partitions from their changelogs."""
@@ -376,7 +398,7 @@ class Runner:
         elapsed = time.perf_counter() - started
         self.stats.restore_seconds += elapsed
         self._mark_ready()
-        conversations = sum(len(s.states) for s in restored.values())
+        conversations = sum(len(s.states) for tp, s in restored.items() if tp in self._processors)
         self.metrics.restored(seconds=elapsed, conversations=conversations)
         self._count_held()
         log.info(
