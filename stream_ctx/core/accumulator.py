@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from sys import intern
 from typing import Literal
 
 import msgspec
@@ -91,12 +92,12 @@ class BundleAccumulator:
             return AddResult(item_id=offered.id, status="merged")
         newcomer = ContextItem(
             id=offered.id,
-            kind=offered.kind,
+            kind=intern(offered.kind),
             salience=offered.salience,
             created_at=created_at,
             content=offered.content,
-            attributes=dict(offered.attributes),
-            tags=list(offered.tags),
+            attributes=_interned(offered.attributes),
+            tags=[intern(tag) for tag in offered.tags],
             entered=self.counters.entered,
             revision=revision,
         )
@@ -140,11 +141,17 @@ def _merged(
     """A re-retrieved id stays one item: newest content and metadata, the higher salience."""
     return msgspec.structs.replace(
         held,
-        kind=offered.kind,
+        kind=intern(offered.kind),
         salience=max(held.salience, offered.salience),
         created_at=created_at,
         content=offered.content,
-        attributes=dict(offered.attributes),
-        tags=list(offered.tags),
+        attributes=_interned(offered.attributes),
+        tags=[intern(tag) for tag in offered.tags],
         revision=revision,
     )
+
+
+def _interned(attributes: dict[str, str]) -> dict[str, str]:
+    """Attribute names and values, kinds and tags repeat across thousands of held items; one
+    shared string each keeps a window's memory close to its content."""
+    return {intern(name): intern(value) for name, value in attributes.items()}

@@ -70,58 +70,69 @@ class ChangelogWrites:
 
 @dataclass(slots=True)
 class RestoredPartition:
-    """Latest value per key of one changelog partition, resolved into conversations."""
+    """Latest value per key of one changelog partition, resolved into conversations.
 
-    states: dict[str, ConversationState] = field(default_factory=dict)
-    items: dict[tuple[str, str, int], ContextItem] = field(default_factory=dict)
-    contexts: dict[tuple[str, int], bytes] = field(default_factory=dict)
+    Folding keeps raw bytes (later records win, tombstones delete) and decodes only the records
+    still live at the end: superseded states and item versions, most of an uncompacted log,
+    are never decoded. That keeps a restore close to the cost of merely consuming the records.
+    """
+
     records: int = 0
     # Keep only this conversation's records (reloading one released conversation).
     only: str | None = None
+    _latest: dict[bytes, bytes] = field(default_factory=dict)
+    _resolution: _Resolution | None = None
 
     def apply(self, key: bytes, value: bytes | None) -> None:
-        """Fold one changelog record in (later records win, tombstones delete)."""
+        """Fold one changelog record in."""
         self.records += 1
-        decoded = _key_decoder.decode(key)
-        if self.only is not None and decoded[1] != self.only:
+        self._resolution = None
+        if self.only is not None and _key_decoder.decode(key)[1] != self.only:
             return
-        if decoded[0] == "s":
-            cid = str(decoded[1])
-            if value is None:
-                self.states.pop(cid, None)
-            else:
-                self.states[cid] = _state_decoder.decode(value)
-            return
-        if decoded[0] == "p":
-            seq_key = (str(decoded[1]), int(decoded[2]))
-            if value is None:
-                self.contexts.pop(seq_key, None)
-            else:
-                self.contexts[seq_key] = value
-            return
-        ident = (str(decoded[1]), str(decoded[2]), int(decoded[3]))
         if value is None:
-            self.items.pop(ident, None)
+            self._latest.pop(key, None)
         else:
-            self.items[ident] = _item_decoder.decode(value)
+            self._latest[key] = value
 
     def conversations(
         self,
     ) -> Iterator[tuple[str, ConversationState, list[ContextItem], bytes | None]]:
         """Each conversation's state, the item versions it points at (in window order) and the
         context of its last bundle."""
-        for cid, state in self.states.items():
-            held = [self.items[(cid, i, r)] for i, r in state.window if (cid, i, r) in self.items]
-            yield cid, state, held, self.contexts.get((cid, state.counters.seq))
+        states, items, contexts = self._resolved()
+        for cid, state in states.items():
+            keys = [item_key(cid, ref) for ref in state.window]
+            held = [_item_decoder.decode(items[k]) for k in keys if k in items]
+            yield cid, state, held, contexts.get(context_key(cid, state.counters.seq))
 
     def orphans(self) -> list[Record]:
         """Tombstones for records no state points at (left by a crash mid-write)."""
-        live = {(cid, i, r) for cid, s in self.states.items() for i, r in s.window}
-        stale: list[Record] = [
-            (item_key(c, (i, r)), None) for (c, i, r) in self.items if (c, i, r) not in live
-        ]
-        for cid, seq in self.contexts:
-            state = self.states.get(cid)
-            if state is None or state.is_ended or state.counters.seq != seq:
-                stale.append((context_key(cid, seq), None))
-        return stale
+        states, items, contexts = self._resolved()
+        live = {item_key(cid, ref) for cid, state in states.items() for ref in state.window}
+        live |= {
+            context_key(cid, state.counters.seq)
+            for cid, state in states.items()
+            if not state.is_ended
+        }
+        return [(key, None) for key in [*items, *contexts] if key not in live]
+
+    def _resolved(
+        self,
+    ) -> tuple[dict[str, ConversationState], dict[bytes, bytes], dict[bytes, bytes]]:
+        """States decoded; item and context records still raw, keyed by their record key."""
+        states: dict[str, ConversationState] = {}
+        items: dict[bytes, bytes] = {}
+        contexts: dict[bytes, bytes] = {}
+        for key, value in self._latest.items():
+            kind, cid = _key_decoder.decode(key)[:2]
+            if kind == "s":
+                states[str(cid)] = _state_decoder.decode(value)
+            elif kind == "p":
+                contexts[key] = value
+            else:
+                items[key] = value
+        self._resolution = (states, items, contexts)
+        return self._resolution
+
+
+_Resolution = tuple[dict[str, ConversationState], dict[bytes, bytes], dict[bytes, bytes]]

@@ -166,10 +166,12 @@ class Runner:
             group_id=None,
             enable_auto_commit=False,
             auto_offset_reset="earliest",
+            fetch_max_wait_ms=kafka.fetch_max_wait_ms,
         )
         consumer = AIOKafkaConsumer(
             **self._kwargs,
             group_id=kafka.group_id,
+            fetch_max_wait_ms=kafka.fetch_max_wait_ms,
             enable_auto_commit=False,
             auto_offset_reset="earliest",
             session_timeout_ms=kafka.session_timeout_ms,
@@ -382,12 +384,14 @@ class Runner:
             partitions, is_wanted=self._pending_restore.__contains__
         )
         cleanup: list[Awaitable[object]] = []
+        conversations = 0
         for tp, state in restored.items():
             if tp not in self._pending_restore:
                 continue
             processor = ContextProcessor(self.settings.bundle, is_tracking_changes=True)
             for cid, conversation, items, previous_context in state.conversations():
                 processor.restore(cid, conversation, items, previous_context)
+                conversations += 1
             cleanup += await self._write(tp, state.orphans())
             self._processors[tp] = processor
             self._pending_restore.discard(tp)
@@ -398,7 +402,6 @@ class Runner:
         elapsed = time.perf_counter() - started
         self.stats.restore_seconds += elapsed
         self._mark_ready()
-        conversations = sum(len(s.states) for tp, s in restored.items() if tp in self._processors)
         self.metrics.restored(seconds=elapsed, conversations=conversations)
         self._count_held()
         log.info(

@@ -30,6 +30,9 @@ class KafkaSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     # Bundles and changelog writes are batched per produce request; 1 MiB amortises broker cost.
     max_batch_size: int = 1_048_576
     linger_ms: int = 2
+    # How long a fetch may wait for data. Kafka answers as soon as a record arrives, so this only
+    # bounds idle polling; some brokers (Tansu) hold every fetch this long, adding it to latency.
+    fetch_max_wait_ms: int = 25
     client: dict[str, Any] = msgspec.field(default_factory=dict)
 
     @property

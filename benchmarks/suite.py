@@ -1,0 +1,445 @@
+"""The benchmark suite: stream-ctx against aiokafka's own ceiling, on one embedded broker.
+
+    python benchmarks/suite.py [--quick] [--out bench-results/]
+
+Phases, in one run: 1. ceiling (aiokafka consume -> produce passthrough); 2. the stream-ctx
+Runner on the same input; 3. latency at 25/50/75% of its max (`stream-ctx run` as a process);
+4. how cost grows with conversations held and with max_items, and memory per held conversation;
+5. restore against a bare read of the same changelog; 6. core figures and a profiled run's
+per-stage CPU. Writes <out>/results.json, <out>/benchmarks.md, <out>/benchmark.png (and, unless
+--quick, docs/benchmarks.md and docs/benchmark.png). Prints progress. Asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import suite_core
+import suite_latency
+import suite_load as load
+import suite_report as report
+from suite_child import RESULT_PREFIX
+
+from stream_ctx.core.events import Finalize
+from stream_ctx.shell.admin import ClientKwargs, TopicSpec, ensure_topics
+from stream_ctx.shell.broker import embedded_broker
+
+ROOT = Path(__file__).resolve().parent.parent
+CHILD = Path(__file__).resolve().parent / "suite_child.py"
+SEED = 2026
+# A child that has not finished in this long is stuck (the slowest default phase takes ~60 s).
+CHILD_TIMEOUT_S = 600.0
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How big each phase is; `--quick` shrinks everything for the smoke test."""
+
+    conversations: int = 1_000
+    partitions: int = 4
+    ceiling_runs: int = 3
+    runner_runs: int = 3
+    profile_conversations: int = 300
+    core_conversations: int = 150
+    latency_fractions: tuple[float, ...] = (0.25, 0.5, 0.75)
+    latency_seconds: float = 15.0
+    held: tuple[int, ...] = (1_000, 10_000, 100_000)
+    held_measured_conversations: int = 300
+    max_items: tuple[int, ...] = (20, 50, 200)
+    long_conversations: int = 16
+    merge: int = 8
+    memory_conversations: int = 200
+    session_timeout_ms: int = 6_000
+    core_adds: int = 20_000
+    core_rounds: int = 30
+
+
+QUICK = Sizes(
+    conversations=30,
+    ceiling_runs=1,
+    runner_runs=1,
+    profile_conversations=10,
+    core_conversations=10,
+    latency_seconds=1.5,
+    held=(50, 100, 200),
+    held_measured_conversations=10,
+    long_conversations=2,
+    merge=4,
+    memory_conversations=20,
+    # Tansu answers a first join after about half the session timeout (1 s at least).
+    session_timeout_ms=2_000,
+    core_adds=2_000,
+    core_rounds=5,
+)
+
+
+class Suite:
+    def __init__(self, sizes: Sizes, out: Path) -> None:
+        self.sizes = sizes
+        self.out = out
+        self.started = time.perf_counter()
+        self.results: dict[str, Any] = {"sizes": asdict(sizes)}
+
+    def progress(self, message: str) -> None:
+        print(f"[{time.perf_counter() - self.started:6.1f} s] {message}", flush=True)
+
+    async def child(self, spec: dict[str, Any]) -> dict[str, Any]:
+        """Run one measured process (benchmarks/suite_child.py) and return its result."""
+        spec = {"session_timeout_ms": self.sizes.session_timeout_ms, "timeout_s": 300, **spec}
+        done = await anyio.run_process(
+            [sys.executable, str(CHILD), json.dumps(spec)], check=False, stderr=None
+        )
+        lines = [x for x in done.stdout.decode().splitlines() if x.startswith(RESULT_PREFIX)]
+        if done.returncode != 0 or not lines:
+            raise RuntimeError(f"benchmark child {spec['mode']} failed ({done.returncode})")
+        result: dict[str, Any] = json.loads(lines[-1][len(RESULT_PREFIX) :])
+        return result
+
+    def spec(self, kw: ClientKwargs, name: str, **extra: Any) -> dict[str, Any]:
+        return {
+            "mode": "runner",
+            "bootstrap": kw["bootstrap_servers"],
+            "input_topic": f"{name}.in",
+            "output_topic": f"{name}.bundles",
+            "dlq_topic": f"{name}.dlq",
+            "group_id": f"{name}.group",
+            **extra,
+        }
+
+    async def topic(self, kw: ClientKwargs, name: str, records: list[load.Record]) -> str:
+        await ensure_topics(kw, [TopicSpec(name=name, partitions=self.sizes.partitions)])
+        seconds = await load.produce(kw, name, records)
+        self.progress(f"  produced {len(records):,} records to {name} in {seconds:.1f} s")
+        return name
+
+    # Phases 1, 2, 3 and the profiled run share one broker and one workload.
+    async def throughput(self) -> None:
+        sizes = self.sizes
+        events = load.standard(sizes.conversations, SEED)
+        records = load.encode(events)
+        finalizes = sum(isinstance(e, Finalize) for e in events)
+        self.results["workload"] = {
+            "seed": SEED,
+            "conversations": sizes.conversations,
+            "events": len(events),
+            "finalizes": finalizes,
+            "mean_event_bytes": round(sum(len(v) for _, v in records) / len(records)),
+            "partitions": sizes.partitions,
+        }
+        self.progress(f"workload: {len(events):,} events, {finalizes:,} finalizes")
+        async with embedded_broker() as broker:
+            kw: ClientKwargs = {"bootstrap_servers": broker.bootstrap_servers}
+            await self.topic(kw, "main.in", records)
+            self.progress("1. ceiling: aiokafka passthrough (consume -> produce -> commit)")
+            passes = []
+            for number in range(sizes.ceiling_runs):
+                # Like each Runner run: a fresh process, group and output topic, from offset 0.
+                out = f"ceiling{number}.out"
+                await ensure_topics(kw, [TopicSpec(name=out, partitions=sizes.partitions)])
+                done = await self.child(
+                    {
+                        **self.spec(kw, f"ceiling{number}", mode="ceiling"),
+                        "input_topic": "main.in",
+                        "output_topic": out,
+                        "expect_events": len(records),
+                    }
+                )
+                assigned, end = done["points"]["assigned"], done["points"]["done"]
+                seconds = end["t"] - assigned["t"]
+                passes.append(
+                    {
+                        "events": done["events"],
+                        "seconds": seconds,
+                        "events_per_s": done["events"] / seconds,
+                        "cpu_s": end["cpu_s"] - assigned["cpu_s"],
+                        "peak_rss_kib": done["peak_rss_kib"],
+                    }
+                )
+                self.progress(f"  {passes[-1]['events_per_s']:,.0f} events/s")
+            ceiling = {
+                "passes": passes,
+                "events_per_s": statistics.median(p["events_per_s"] for p in passes),
+            }
+            self.results["ceiling"] = ceiling
+            self.progress("2. stream-ctx Runner on the same input")
+            runs = []
+            for number in range(sizes.runner_runs):
+                # Each run is a new group (and process, and output topics), reading from the start.
+                run = await self.child(
+                    {
+                        **self.spec(kw, f"main{number}", expect_events=len(records)),
+                        "input_topic": "main.in",
+                    }
+                )
+                assigned, done = run["points"]["assigned"], run["points"]["done"]
+                seconds = done["t"] - assigned["t"]
+                run.update(
+                    seconds=seconds,
+                    events_per_s=run["events"] / seconds,
+                    cpu_s=done["cpu_s"] - assigned["cpu_s"],
+                    ratio_to_ceiling=run["events"] / seconds / ceiling["events_per_s"],
+                    expected_bundles=finalizes,
+                    rebalances=run["assignments"] - 1,
+                    restore_at_start_s=run["points"]["ready"]["t"] - assigned["t"],
+                )
+                runs.append(run)
+                self.progress(
+                    f"  {run['events_per_s']:,.0f} events/s ({run['ratio_to_ceiling']:.1%} of the "
+                    f"ceiling), {run['bundles']:,}/{finalizes:,} bundles, CPU {run['cpu_s']:.1f} "
+                    f"s, peak RSS {run['peak_rss_kib'] / 1024:.0f} MiB"
+                )
+            ranked = sorted(runs, key=lambda x: x["events_per_s"])
+            self.results["runner"] = {
+                **ranked[len(ranked) // 2],
+                "all_events_per_s": [x["events_per_s"] for x in runs],
+            }
+            self.progress("6b. profiled Runner (cProfile, CPU clock) on part of the workload")
+            wanted = {f"c-{n:05d}" for n in range(sizes.profile_conversations)}
+            subset = [e for e in events if e.conversation_id in wanted]
+            await self.topic(kw, "profile.in", load.encode(subset))
+            profiled = await self.child(
+                self.spec(
+                    kw,
+                    "profile",
+                    expect_events=len(subset),
+                    profile=True,
+                    profile_dump=str(self.out.resolve() / "runner.pstats"),
+                )
+            )
+            self.results["profile"] = {
+                **profiled["profile"],
+                "events_profiled": len(subset),
+                "seconds": profiled["points"]["done"]["t"] - profiled["points"]["assigned"]["t"],
+            }
+            del events, records, subset
+            await self.latency(kw, self.results["runner"]["events_per_s"])
+
+    async def latency(self, kw: ClientKwargs, max_rate: float) -> None:
+        """Phase 3: `stream-ctx run` as its own process; this process offers paced load."""
+        sizes = self.sizes
+        self.progress("3. latency: `stream-ctx run` at fixed offered loads")
+        source, sink = "latency.in", "latency.bundles"
+        await ensure_topics(
+            kw, [TopicSpec(name=t, partitions=sizes.partitions) for t in (source, sink)]
+        )
+        levels = []
+        for n, fraction in enumerate(sizes.latency_fractions):
+            rate = max(1.0, fraction * max_rate)
+            conversations = max(3, math.ceil(rate * sizes.latency_seconds / 11))
+            generated = load.standard(conversations, SEED + 100 + n)
+            levels.append((fraction, rate, load.interleaved(load.renamed(generated, f"L{n}-"), n)))
+        config = suite_latency.write_config(
+            self.out / "latency-run.toml",
+            kw,
+            source=source,
+            sink=sink,
+            session_timeout_ms=sizes.session_timeout_ms,
+        )
+        results, exit_code = await suite_latency.run_levels(
+            kw,
+            config=config,
+            log_path=self.out / "latency-run.log",
+            source=source,
+            sink=sink,
+            partitions=sizes.partitions,
+            warm=load.renamed(load.standard(1, SEED + 99), "warm-"),
+            levels=levels,
+            progress=self.progress,
+        )
+        self.results["latency"] = {
+            "max_events_per_s": max_rate,
+            "levels": results,
+            "at_half": min(results, key=lambda r: abs(r["fraction_of_max"] - 0.5)),
+            "runner_exit_code": exit_code,
+        }
+
+    def core(self) -> None:
+        """Phase 6a: the core alone: adds/s, finalize time, and apply times on the workload."""
+        sizes = self.sizes
+        self.progress("6a. core: adds/s, finalize time per bundle")
+        core = suite_core.core_figures(
+            adds=sizes.core_adds,
+            rounds=sizes.core_rounds,
+            conversations=sizes.core_conversations,
+            seed=SEED + 7,
+        )
+        self.results["core"] = core
+        self.progress(
+            f"  adds/s {core['adds_per_s']['20']:,.0f} (max_items 20); finalize 20 x 1 KB median "
+            f"{core['finalize_20x1KB_ms']['median']:.2f} ms; workload finalize median "
+            f"{core['workload_finalize_ms']['median']:.2f} ms"
+        )
+
+    def memory(self) -> None:
+        """Phase 4c: bytes a ContextProcessor holds per open conversation (tracemalloc)."""
+        n = self.sizes.memory_conversations
+        self.progress(f"4c. memory per held conversation ({n} conversations, none ended)")
+        memory = suite_core.held_memory(conversations=n, seed=SEED + 3)
+        self.results["memory"] = memory
+        self.progress(
+            f"  {memory['bytes_per_conversation']:,.0f} B per conversation holding "
+            f"{memory['content_bytes_per_conversation']:,.0f} B of content; process-wide caches:"
+            f" +{memory['token_cache_bytes_per_conversation']:,.0f} B token counts, "
+            f"+{memory['anchor_cache_bytes_per_conversation'] or 0:,.0f} B anchors"
+        )
+
+    async def held(self) -> None:
+        """Phases 4a and 5: N conversations held, restored by a new member, then more load.
+
+        A first Runner processes one small retrieval per conversation and stops; the changelog
+        is read bare; a second Runner in the same group restores the N conversations and then
+        processes the same measured stream (standard conversations among the held ids) at
+        every N, timed from the end of its restore.
+        """
+        sizes = self.sizes
+        measured = load.encode(
+            load.standard(sizes.held_measured_conversations, SEED + 5, is_ending=False)
+        )
+        points = []
+        async with embedded_broker() as broker:
+            kw: ClientKwargs = {"bootstrap_servers": broker.bootstrap_servers}
+            for held in sizes.held:
+                self.progress(f"4a. {held:,} conversations held")
+                warmup, content = load.held_warmup(held, SEED + held)
+                name = f"held{held}"
+                await self.topic(kw, f"{name}.in", warmup)
+                first = await self.child(self.spec(kw, name, expect_events=len(warmup)))
+                p = first["points"]
+                changelog = f"{name}.in.{name}.group.changelog"
+                bare = await load.bare_consume(kw, changelog, sizes.partitions)
+                seconds = await load.produce(kw, f"{name}.in", measured)
+                self.progress(f"  produced {len(measured):,} measured records in {seconds:.1f} s")
+                second = await self.child(self.spec(kw, name, expect_events=len(measured)))
+                q = second["points"]
+                restored = max(1, second["restored_conversations"])
+                point = {
+                    "conversations_held": held,
+                    "warmup_events_per_s": first["events"] / (p["done"]["t"] - p["assigned"]["t"]),
+                    "rss_per_conversation_bytes": (p["done"]["rss_kib"] - p["assigned"]["rss_kib"])
+                    * 1024
+                    / held,
+                    "warmup_content_bytes_per_conversation": content / held,
+                    "measured_events": second["events"],
+                    "events_per_s": second["events"] / (q["done"]["t"] - q["ready"]["t"]),
+                    "peak_rss_kib": second["peak_rss_kib"],
+                    "rebalances": first["assignments"] + second["assignments"] - 2,
+                    "restore": {
+                        "conversations": second["restored_conversations"],
+                        "records": second["restored_records"],
+                        "restore_seconds": second["restore_seconds"],
+                        "bare_consume_seconds": bare["seconds"],
+                        "bare_consume_records": bare["records"],
+                        "ratio": second["restore_seconds"] / bare["seconds"],
+                        "rss_per_conversation_bytes": (
+                            q["ready"]["rss_kib"] - q["assigned"]["rss_kib"]
+                        )
+                        * 1024
+                        / restored,
+                    },
+                }
+                points.append(point)
+                r = point["restore"]
+                self.progress(
+                    f"  restore: {r['conversations']:,} conversations from {r['records']:,} "
+                    f"records in {r['restore_seconds']:.2f} s; bare consume "
+                    f"{r['bare_consume_seconds']:.2f} s ({r['ratio']:.2f}x)"
+                )
+                self.progress(
+                    f"  then {point['events_per_s']:,.0f} events/s over {second['events']:,} "
+                    f"events with {held:,} held; RSS {point['rss_per_conversation_bytes']:,.0f} B "
+                    "per held conversation"
+                )
+        self.results["held"] = points
+
+    async def max_items(self) -> None:
+        """Phase 4b: throughput as the window grows (long conversations, many distinct items)."""
+        sizes = self.sizes
+        events = load.merged(sizes.long_conversations, sizes.merge, SEED + 11)
+        finalizes = sum(isinstance(e, Finalize) for e in events)
+        points = []
+        async with embedded_broker() as broker:
+            kw: ClientKwargs = {"bootstrap_servers": broker.bootstrap_servers}
+            await self.topic(kw, "long.in", load.encode(events))
+            for max_items in sizes.max_items:
+                self.progress(f"4b. max_items {max_items}")
+                run = await self.child(
+                    {
+                        **self.spec(kw, f"long{max_items}", expect_events=len(events)),
+                        "input_topic": "long.in",
+                        "bundle": {"max_items": max_items},
+                    }
+                )
+                p = run["points"]
+                seconds = p["done"]["t"] - p["assigned"]["t"]
+                points.append(
+                    {
+                        "max_items": max_items,
+                        "events": run["events"],
+                        "bundles": run["bundles"],
+                        "events_per_s": run["events"] / seconds,
+                        "bundles_per_s": run["bundles"] / seconds,
+                        "rebalances": run["assignments"] - 1,
+                    }
+                )
+                self.progress(f"  {points[-1]['events_per_s']:,.0f} events/s")
+        self.results["max_items"] = {
+            "conversations": sizes.long_conversations,
+            "events": len(events),
+            "finalizes": finalizes,
+            "points": points,
+        }
+
+
+async def main_async(sizes: Sizes, out: Path, write_docs: bool) -> None:
+    suite = Suite(sizes, out)
+    suite.results["machine"] = report.machine()
+    suite.results["load_average_start"] = os.getloadavg()
+    await suite.throughput()
+    suite.core()
+    suite.memory()
+    await suite.held()
+    await suite.max_items()
+    suite.results["load_average_end"] = os.getloadavg()
+    suite.results["elapsed_s"] = time.perf_counter() - suite.started
+    suite.results["targets"] = report.targets(suite.results)
+    (out / "results.json").write_text(json.dumps(suite.results, indent=2) + "\n")
+    markdown = report.markdown(suite.results)
+    (out / "benchmarks.md").write_text(markdown)
+    report.chart(suite.results, out / "benchmark.png")
+    if write_docs:
+        docs = ROOT / "docs"
+        docs.mkdir(exist_ok=True)
+        (docs / "benchmarks.md").write_text(markdown)
+        report.chart(suite.results, docs / "benchmark.png")
+    print()
+    print(report.summary(suite.results), flush=True)
+    suite.progress(f"done; results in {out}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="tiny sizes (the smoke test)")
+    parser.add_argument("--out", type=Path, default=Path("bench-results"), help="results folder")
+    parser.add_argument(
+        "--no-docs", action="store_true", help="do not update docs/benchmarks.md and its chart"
+    )
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    sizes = QUICK if args.quick else Sizes()
+    anyio.run(main_async, sizes, args.out, not (args.quick or args.no_docs))
+
+
+if __name__ == "__main__":
+    main()

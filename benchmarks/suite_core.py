@@ -1,0 +1,130 @@
+"""The core alone, no broker, for benchmarks/suite.py: speed figures and memory per conversation."""
+
+from __future__ import annotations
+
+import gc
+import math
+import statistics
+import time
+import tracemalloc
+from typing import Any
+
+import core_bench
+import msgspec
+import suite_load as load
+
+from stream_ctx import BundleConfig, ContextProcessor, TiktokenTokenizer, decode_event
+from stream_ctx.core import dag
+from stream_ctx.core.events import Finalize, Retrieval
+from stream_ctx.core.tokenizer import get_tokenizer
+
+# Changes are taken (and dropped) this often, as the runner takes them once per batch.
+_TAKE_EVERY = 500
+_SITES = 8
+
+
+def core_figures(*, adds: int, rounds: int, conversations: int, seed: int) -> dict[str, Any]:
+    """adds/s and finalize time (benchmarks/core_bench.py), and apply times on the workload."""
+    adds_per_s = {str(m): core_bench.adds_per_second(m, adds) for m in (20, 200)}
+    median, p95 = core_bench.finalize_ms(rounds=rounds)
+    events = load.standard(conversations, seed)
+    raw = [msgspec.json.encode(e) for e in events]
+    processor = ContextProcessor(
+        BundleConfig(), tokenizer=TiktokenTokenizer(), is_tracking_changes=True
+    )
+    retrieval_s, items = 0.0, 0
+    finals: list[float] = []
+    for position, (event, data) in enumerate(zip(events, raw, strict=True)):
+        started = time.perf_counter()
+        processor.apply(decode_event(data), position=position)
+        took = time.perf_counter() - started
+        if isinstance(event, Finalize):
+            finals.append(took * 1000)
+        elif isinstance(event, Retrieval):
+            retrieval_s += took
+            items += len(event.items)
+        if position % _TAKE_EVERY == 0:
+            processor.take_changes()
+    finals.sort()
+    return {
+        "adds_per_s": adds_per_s,
+        "finalize_20x1KB_ms": {"median": median, "p95": p95},
+        "workload_items_per_s": items / retrieval_s if retrieval_s else 0.0,
+        "workload_finalize_ms": {
+            "median": statistics.median(finals),
+            "p99": finals[max(0, math.ceil(0.99 * len(finals)) - 1)],
+            "mean": statistics.fmean(finals),
+        },
+    }
+
+
+def held_memory(*, conversations: int, seed: int) -> dict[str, Any]:
+    """Bytes a ContextProcessor keeps per open conversation (tracemalloc), against its content.
+
+    Events are decoded inside the traced region, as the runner decodes records, and dropped;
+    what remains is the processor's. Two caches are process-wide and bounded, shared by all
+    conversations: the segment-count cache (measured by swapping the processor's own tokenizer
+    for the shared one) and dag.py's anchor cache; both are reported apart.
+    """
+    raw = [msgspec.json.encode(e) for e in load.standard(conversations, seed, is_ending=False)]
+    shared, tokenizer = get_tokenizer(), TiktokenTokenizer()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        processor = ContextProcessor(BundleConfig(), tokenizer=tokenizer, is_tracking_changes=True)
+        for position, data in enumerate(raw):
+            processor.apply(decode_event(data), position=position)
+            if position % _TAKE_EVERY == 0:
+                processor.take_changes()
+        processor.take_changes()
+        gc.collect()
+        total = tracemalloc.get_traced_memory()[0] - before
+        entries = len(getattr(tokenizer, "_cache", ()))
+        processor.tokenizer = shared
+        del tokenizer
+        gc.collect()
+        with_anchors = tracemalloc.get_traced_memory()[0] - before
+        # dag.py memoises anchor positions of recent texts in a process-wide cache bounded at a
+        # fixed number of texts; benchmark-only access to it, to tell it from per-conversation
+        # memory (left in, and reported as None, if the cache is ever renamed).
+        anchors = getattr(dag, "_anchor_cache", None)
+        if isinstance(anchors, dict):
+            anchors.clear()
+            gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - before
+        sites = tracemalloc.take_snapshot().statistics("lineno")[:_SITES]
+    finally:
+        tracemalloc.stop()
+    windows = [conv.window.items.values() for conv in processor.conversations.values()]
+    content = sum(len(item.content.encode()) for items in windows for item in items)
+    count = len(windows)
+    per_conv, per_content = held / count, content / count
+    return {
+        "conversations": count,
+        "items_per_conversation": sum(len(items) for items in windows) / count,
+        "bytes_per_conversation": per_conv,
+        "content_bytes_per_conversation": per_content,
+        "token_cache_bytes_per_conversation": (total - with_anchors) / count,
+        "token_cache_entries_per_conversation": entries / count,
+        "token_cache_bytes_per_entry": (total - with_anchors) / entries if entries else None,
+        "anchor_cache_bytes_per_conversation": (
+            (with_anchors - held) / count if isinstance(anchors, dict) else None
+        ),
+        "limit_bytes": 1.5 * per_content + 4096,
+        "ratio_to_content": per_conv / per_content,
+        "top_allocation_sites": [
+            {
+                "site": f"{_short(site.traceback[0].filename)}:{site.traceback[0].lineno}",
+                "bytes_per_conversation": site.size / count,
+            }
+            for site in sites
+        ],
+    }
+
+
+def _short(path: str) -> str:
+    for marker in ("/stream_ctx/", "/site-packages/", "/lib/python3"):
+        if marker in path:
+            return path.split(marker, 1)[1]
+    return path

@@ -1,0 +1,112 @@
+"""Phase 3 of benchmarks/suite.py: `stream-ctx run` as its own process under paced load."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+import suite_load as load
+
+from stream_ctx.core.events import Event
+from stream_ctx.shell.admin import ClientKwargs
+
+# SIGTERM gives `stream-ctx run` 30 s to drain; past 40 s it is hung.
+CLI_STOP_TIMEOUT_S = 40.0
+# The first bundle needs the group join (~3 s here) and the tokenizer load; a minute is a hang.
+WARM_TIMEOUT_S = 60.0
+# A level's last bundles come within seconds of its last event unless the runner fell far behind.
+LEVEL_TIMEOUT_S = 120.0
+
+Level = tuple[float, float, Sequence[Event]]
+"""(fraction of max, offered events/s, events)."""
+
+
+def write_config(
+    path: Path, kw: ClientKwargs, *, source: str, sink: str, session_timeout_ms: int
+) -> Path:
+    """A `stream-ctx run` config: only [kafka] keys; everything else at its default."""
+    path.write_text(
+        "[kafka]\n"
+        f"bootstrap_servers = {json.dumps(kw['bootstrap_servers'])}\n"
+        'group_id = "latency.group"\n'
+        f"input_topics = [{json.dumps(source)}]\n"
+        f"output_topic = {json.dumps(sink)}\n"
+        'dlq_topic = "latency.dlq"\n'
+        f"session_timeout_ms = {session_timeout_ms}\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+async def run_levels(
+    kw: ClientKwargs,
+    *,
+    config: Path,
+    log_path: Path,
+    source: str,
+    sink: str,
+    partitions: int,
+    warm: Sequence[Event],
+    levels: Sequence[Level],
+    progress: Callable[[str], None],
+) -> tuple[list[dict[str, Any]], int | None]:
+    """Start `stream-ctx run`, offer each level's events paced, stop it; (levels, exit code)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STREAM_CTX_")}
+    collector, stop = load.Collector(), anyio.Event()
+    results: list[dict[str, Any]] = []
+    with log_path.open("wb") as log:
+        process = await anyio.open_process(
+            [sys.executable, "-m", "stream_ctx.shell.cli", "run", "--config", str(config)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+    try:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(collector.run, kw, sink, partitions, stop)
+            # Joined, restored and tokenizer loaded once a first bundle comes back.
+            await load.offered_load(
+                kw, source, warm, collector, rate=1000, timeout_s=WARM_TIMEOUT_S
+            )
+            for fraction, rate, events in levels:
+                cpu, own_cpu = process_cpu(process.pid), time.process_time()
+                level = await load.offered_load(
+                    kw, source, events, collector, rate=rate, timeout_s=LEVEL_TIMEOUT_S
+                )
+                level["fraction_of_max"] = fraction
+                level["runner_cpu_s"] = process_cpu(process.pid) - cpu
+                level["runner_cpu_share"] = level["runner_cpu_s"] / level["send_seconds"]
+                # The load generator and bundle consumer share the machine with the runner.
+                level["generator_cpu_share"] = (time.process_time() - own_cpu) / level[
+                    "send_seconds"
+                ]
+                results.append(level)
+                progress(
+                    f"  {fraction:.0%} of max ({rate:,.0f} events/s): p50 "
+                    f"{level['latency_ms_p50']:.1f} ms, p99 {level['latency_ms_p99']:.1f} ms, "
+                    f"max {level['latency_ms_max']:.1f} ms over {level['finalizes']} bundles"
+                )
+            stop.set()
+    finally:
+        with anyio.CancelScope(shield=True):
+            process.send_signal(signal.SIGTERM)
+            with anyio.move_on_after(CLI_STOP_TIMEOUT_S):
+                await process.wait()
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+    return results, process.returncode
+
+
+def process_cpu(pid: int) -> float:
+    """User + system CPU seconds of a process we started, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

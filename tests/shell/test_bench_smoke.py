@@ -1,0 +1,53 @@
+"""`benchmarks/suite.py --quick` runs end to end, so the benchmark command cannot rot.
+
+Nothing here looks at the figures: benchmarks assert nothing, and neither does this test beyond
+"the command finishes and writes what it promises".
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+SUITE = Path(__file__).resolve().parents[2] / "benchmarks" / "suite.py"
+# --quick takes under a minute on a 2-core machine; three minutes leaves room for a loaded CI host.
+SUITE_TIMEOUT_S = 180.0
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+RESULT_KEYS = {
+    "machine",
+    "sizes",
+    "workload",
+    "ceiling",
+    "runner",
+    "latency",
+    "held",
+    "max_items",
+    "memory",
+    "core",
+    "profile",
+    "targets",
+    "elapsed_s",
+}
+
+
+def test_quick_suite_writes_results_table_and_chart(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, str(SUITE), "--quick", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=SUITE_TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert RESULT_KEYS <= results.keys()
+    assert results["runner"]["bundles"] == results["workload"]["finalizes"]
+    assert len(results["targets"]) == 5
+    assert all({"target", "measured", "met"} <= t.keys() for t in results["targets"])
+    assert [lv["fraction_of_max"] for lv in results["latency"]["levels"]] == [0.25, 0.5, 0.75]
+    assert (tmp_path / "benchmark.png").read_bytes().startswith(PNG_MAGIC)
+    page = (tmp_path / "benchmarks.md").read_text()
+    assert "## Targets (issue #4)" in page
+    assert "| stream-ctx Runner |" in done.stdout
