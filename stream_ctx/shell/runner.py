@@ -91,6 +91,14 @@ class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
         self._runner.claim(list(assigned))
 
 
+@dataclass(slots=True)
+class _PendingWrites:
+    """Changelog writes of steps 2 and 3 waiting for the next flush; a later state wins."""
+
+    states: dict[bytes, bytes | None] = field(default_factory=dict)
+    tombstones: list[Record] = field(default_factory=list)
+
+
 @dataclass(frozen=True, slots=True)
 class _Clients:
     consumer: AIOKafkaConsumer
@@ -114,6 +122,8 @@ class Runner:
         self._processors: dict[TopicPartition, ContextProcessor] = {}
         self._pending_restore: set[TopicPartition] = set()
         self._uncommitted: dict[TopicPartition, int] = {}
+        self._pending: dict[TopicPartition, _PendingWrites] = {}
+        self._next_commit = 0.0
         self._lock = anyio.Lock()
         self._clients: _Clients | None = None
         kafka = settings.kafka
@@ -205,7 +215,7 @@ class Runner:
         self._pending_restore.difference_update(revoked)
         async with self._lock:
             try:
-                await self._commit()
+                await self._flush()
             finally:
                 for tp in revoked:
                     self._processors.pop(tp, None)
@@ -226,6 +236,9 @@ class Runner:
                 timeout_ms=_POLL_MS, max_records=self.settings.state.max_in_flight_events
             )
             if not batch:
+                if self._pending:
+                    async with self._lock:
+                        await self._flush()  # idle: nothing else will come to flush it
                 continue
             async with self._lock:
                 await self._process(batch, max_bytes=kafka.max_event_bytes)
@@ -276,15 +289,30 @@ class Runner:
         # 1. bundles, dead letters and new item versions
         for tp, writes in changes:
             sends += await self._write(tp, writes.items)
+            pending = self._pending.setdefault(tp, _PendingWrites())
+            pending.states.update(writes.states)
+            pending.tombstones += writes.tombstones
         await asyncio.gather(*sends)
         self._observe_published(published)
-        # 2. states, each naming the last input offset it reflects
-        await asyncio.gather(*[f for tp, w in changes for f in await self._write(tp, w.states)])
-        # 3. tombstones for superseded versions, then the offsets
-        await asyncio.gather(*[f for tp, w in changes for f in await self._write(tp, w.tombstones)])
-        await self._commit()
+        if time.monotonic() >= self._next_commit:
+            await self._flush()
         self.stats.batches += 1
         self._count_held()
+
+    async def _flush(self) -> None:
+        """Steps 2 and 3 for every batch since the last flush: a conversation touched in several
+        batches gets one state write, and one commit covers them all."""
+        pending, self._pending = self._pending, {}
+        # 2. states, each naming the last input offset it reflects
+        await asyncio.gather(
+            *[f for tp, p in pending.items() for f in await self._write(tp, list(p.states.items()))]
+        )
+        # 3. tombstones for superseded versions, then the offsets
+        await asyncio.gather(
+            *[f for tp, p in pending.items() for f in await self._write(tp, p.tombstones)]
+        )
+        await self._commit()
+        self._next_commit = time.monotonic() + self.settings.state.commit_interval_ms / 1000
 
     async def _apply(
         self, tp: TopicPartition, processor: ContextProcessor, event: Event, offset: int
@@ -471,7 +499,7 @@ class Runner:
     async def _shutdown(self) -> None:
         async with self._lock:
             try:
-                await self._commit()
+                await self._flush()
             finally:
                 if self._clients is not None:
                     for client in (

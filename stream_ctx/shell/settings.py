@@ -29,7 +29,8 @@ class KafkaSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     session_timeout_ms: int = 10_000
     # Bundles and changelog writes are batched per produce request; 1 MiB amortises broker cost.
     max_batch_size: int = 1_048_576
-    linger_ms: int = 2
+    # Each write step appends all its records before waiting, so no linger is needed to batch.
+    linger_ms: int = 0
     # How long a fetch may wait for data. Kafka answers as soon as a record arrives, so this only
     # bounds idle polling; some brokers (Tansu) hold every fetch this long, adding it to latency.
     fetch_max_wait_ms: int = 25
@@ -51,7 +52,8 @@ class StateSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     replication_factor: int = 1
     # A restore that cannot read its changelog to the end in this long is an error, not a hang.
     restore_timeout_s: float = 300.0
-    # Offsets are committed at most this often; each commit waits for every write it covers.
+    # States, tombstones and offsets are flushed at most this often (bundles go out at once):
+    # conversations touched in several batches meanwhile get one state write.
     commit_interval_ms: int = 100
     # Fetching pauses while this many events wait to be processed or acknowledged.
     max_in_flight_events: int = 5_000
