@@ -8,7 +8,8 @@ is skipped, which is how restored state never applies an event twice.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import itertools
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import msgspec
@@ -22,6 +23,9 @@ from stream_ctx.core.prefix import pack_context, tokens_prefix_reused
 from stream_ctx.core.tokenizer import Tokenizer, get_tokenizer
 from stream_ctx.errors import ConversationReleasedError
 
+# How many restored, untouched conversations one idle sweep loads to check them.
+_DORMANT_LOADS_PER_SWEEP = 10_000
+
 ItemKey = tuple[str, int]
 """An item's changelog identity: (item id, revision)."""
 
@@ -34,6 +38,10 @@ class ConversationState(msgspec.Struct, kw_only=True):
     position: int
     window: list[ItemKey] = msgspec.field(default_factory=list)
     is_ended: bool = False
+
+
+Restored = tuple[ConversationState, list[ContextItem], bytes | None]
+"""A persisted conversation: its state, its items (window order), its last packed context."""
 
 
 @dataclass(slots=True)
@@ -111,6 +119,7 @@ class ContextProcessor:
         self.stream_time_ms = 0
         self._last_position = -1
         self._released: dict[str, _Released] = {}
+        self._dormant: dict[str, Callable[[], Restored]] = {}
         self._ended_at: dict[str, int] = {}
         self._is_tracking = is_tracking_changes
         self._changes: dict[str, ConversationChange] = {}
@@ -123,6 +132,9 @@ class ContextProcessor:
             position = self._last_position + 1
         self._last_position = max(self._last_position, position)
         cid = event.conversation_id
+        load = self._dormant.pop(cid, None)
+        if load is not None:
+            self.restore(cid, *load())
         conv = self.conversations.get(cid)
         floor = conv.position if conv is not None else self._ended_at.get(cid)
         if floor is not None and position <= floor:
@@ -165,6 +177,16 @@ class ContextProcessor:
         conv.previous_context = packed
         return bundle
 
+    def restore_lazily(self, conversation_id: str, load: Callable[[], Restored]) -> None:
+        """Register a persisted conversation to be loaded by `load` when its next event comes:
+        a restore then costs little more than reading the changelog, and idle ones stay small."""
+        self._dormant[conversation_id] = load
+
+    @property
+    def held(self) -> int:
+        """Conversations in memory, loaded or waiting to be."""
+        return len(self.conversations) + len(self._dormant)
+
     def restore(
         self,
         conversation_id: str,
@@ -194,6 +216,10 @@ class ContextProcessor:
         ttl_ms = self.config.conversation_ttl_ms
         if ttl_ms is None:
             return 0
+        # Restored conversations not touched since are loaded a bounded number per sweep, so a
+        # big restore never stalls the stream and idle ones are released in time.
+        for cid in list(itertools.islice(self._dormant, _DORMANT_LOADS_PER_SWEEP)):
+            self.restore(cid, *self._dormant.pop(cid)())
         idle = [
             cid
             for cid, conv in self.conversations.items()
@@ -210,6 +236,7 @@ class ContextProcessor:
         """Drop conversations from memory (their partition was revoked); state stays durable."""
         for cid in conversation_ids:
             self.conversations.pop(cid, None)
+            self._dormant.pop(cid, None)
             self._released.pop(cid, None)
             self._ended_at.pop(cid, None)
             self._changes.pop(cid, None)

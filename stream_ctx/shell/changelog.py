@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import msgspec
 
 from stream_ctx.core.accumulator import ContextItem
-from stream_ctx.core.processor import ConversationChange, ConversationState, ItemKey
+from stream_ctx.core.processor import ConversationChange, ConversationState, ItemKey, Restored
 
 _encoder = msgspec.msgpack.Encoder()
 _key_decoder = msgspec.msgpack.Decoder(tuple[str | int, ...])
@@ -69,24 +69,31 @@ class ChangelogWrites:
 
 
 @dataclass(slots=True)
+class ConversationRecords:
+    """One conversation's live changelog records, still encoded."""
+
+    state: bytes = b""  # a state record is never empty
+    items: dict[bytes, bytes] = field(default_factory=dict)
+    contexts: dict[bytes, bytes] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
 class RestoredPartition:
     """Latest value per key of one changelog partition, resolved into conversations.
 
-    Folding keeps raw bytes (later records win, tombstones delete) and decodes only the records
-    still live at the end: superseded states and item versions, most of an uncompacted log,
-    are never decoded. That keeps a restore close to the cost of merely consuming the records.
+    Folding keeps raw bytes (later records win, tombstones delete); records are decoded only
+    when their conversation is loaded, so superseded versions are never decoded and a restore
+    costs little more than consuming the records.
     """
 
     records: int = 0
     # Keep only this conversation's records (reloading one released conversation).
     only: str | None = None
     _latest: dict[bytes, bytes] = field(default_factory=dict)
-    _resolution: _Resolution | None = None
 
     def apply(self, key: bytes, value: bytes | None) -> None:
         """Fold one changelog record in."""
         self.records += 1
-        self._resolution = None
         if self.only is not None and _key_decoder.decode(key)[1] != self.only:
             return
         if value is None:
@@ -94,45 +101,45 @@ class RestoredPartition:
         else:
             self._latest[key] = value
 
+    def grouped(self) -> dict[str, ConversationRecords]:
+        """The live records of each conversation that has a state."""
+        groups: dict[str, ConversationRecords] = {}
+        for key, value in self._latest.items():
+            kind, cid = _key_decoder.decode(key)[:2]
+            group = groups.setdefault(str(cid), ConversationRecords())
+            if kind == "s":
+                group.state = value
+            elif kind == "p":
+                group.contexts[key] = value
+            else:
+                group.items[key] = value
+        return {cid: group for cid, group in groups.items() if group.state}
+
     def conversations(
         self,
     ) -> Iterator[tuple[str, ConversationState, list[ContextItem], bytes | None]]:
-        """Each conversation's state, the item versions it points at (in window order) and the
-        context of its last bundle."""
-        states, items, contexts = self._resolved()
-        for cid, state in states.items():
-            keys = [item_key(cid, ref) for ref in state.window]
-            held = [_item_decoder.decode(items[k]) for k in keys if k in items]
-            yield cid, state, held, contexts.get(context_key(cid, state.counters.seq))
+        """Every conversation, decoded."""
+        for cid, group in self.grouped().items():
+            state, items, context = load(cid, group)
+            yield cid, state, items, context
 
     def orphans(self) -> list[Record]:
         """Tombstones for records no state points at (left by a crash mid-write)."""
-        states, items, contexts = self._resolved()
-        live = {item_key(cid, ref) for cid, state in states.items() for ref in state.window}
-        live |= {
-            context_key(cid, state.counters.seq)
-            for cid, state in states.items()
-            if not state.is_ended
-        }
-        return [(key, None) for key in [*items, *contexts] if key not in live]
-
-    def _resolved(
-        self,
-    ) -> tuple[dict[str, ConversationState], dict[bytes, bytes], dict[bytes, bytes]]:
-        """States decoded; item and context records still raw, keyed by their record key."""
-        states: dict[str, ConversationState] = {}
-        items: dict[bytes, bytes] = {}
-        contexts: dict[bytes, bytes] = {}
-        for key, value in self._latest.items():
-            kind, cid = _key_decoder.decode(key)[:2]
-            if kind == "s":
-                states[str(cid)] = _state_decoder.decode(value)
-            elif kind == "p":
-                contexts[key] = value
-            else:
-                items[key] = value
-        self._resolution = (states, items, contexts)
-        return self._resolution
+        return [record for cid, group in self.grouped().items() for record in orphans(cid, group)]
 
 
-_Resolution = tuple[dict[str, ConversationState], dict[bytes, bytes], dict[bytes, bytes]]
+def load(cid: str, group: ConversationRecords) -> Restored:
+    """Decode one conversation's state and the records it points at."""
+    state = _state_decoder.decode(group.state)
+    keys = [item_key(cid, ref) for ref in state.window]
+    items = [_item_decoder.decode(group.items[k]) for k in keys if k in group.items]
+    return state, items, group.contexts.get(context_key(cid, state.counters.seq))
+
+
+def orphans(cid: str, group: ConversationRecords) -> list[Record]:
+    """Tombstones for this conversation's records its state does not point at."""
+    state = _state_decoder.decode(group.state)
+    live = {item_key(cid, ref) for ref in state.window}
+    if not state.is_ended:
+        live.add(context_key(cid, state.counters.seq))
+    return [(key, None) for key in [*group.items, *group.contexts] if key not in live]

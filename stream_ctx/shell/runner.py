@@ -15,6 +15,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 
 import anyio
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener
@@ -29,10 +30,17 @@ from aiokafka.structs import ConsumerRecord, OffsetAndMetadata, TopicPartition
 from stream_ctx.core.bundle import Bundle, BundleStats
 from stream_ctx.core.codec import encode_bundle
 from stream_ctx.core.events import Event
-from stream_ctx.core.processor import ContextProcessor
+from stream_ctx.core.processor import ContextProcessor, Restored
 from stream_ctx.errors import ConversationReleasedError, InvalidEventError, StreamCtxError
 from stream_ctx.shell.admin import TopicSpec, ensure_topics, partition_counts
-from stream_ctx.shell.changelog import ChangelogWrites, Record, RestoredPartition
+from stream_ctx.shell.changelog import (
+    ChangelogWrites,
+    ConversationRecords,
+    Record,
+    RestoredPartition,
+    load,
+    orphans,
+)
 from stream_ctx.shell.connection import client_kwargs
 from stream_ctx.shell.dead_letter import Headers, dead_letter_headers
 from stream_ctx.shell.intake import read_event
@@ -123,6 +131,7 @@ class Runner:
         self._pending_restore: set[TopicPartition] = set()
         self._uncommitted: dict[TopicPartition, int] = {}
         self._pending: dict[TopicPartition, _PendingWrites] = {}
+        self._orphans: dict[TopicPartition, list[Record]] = {}
         self._next_commit = 0.0
         self._lock = anyio.Lock()
         self._clients: _Clients | None = None
@@ -220,6 +229,7 @@ class Runner:
                 for tp in revoked:
                     self._processors.pop(tp, None)
                     self._uncommitted.pop(tp, None)
+                    self._orphans.pop(tp, None)  # the new owner cleans them up itself
         self.metrics.forget_partitions(revoked)
         self._count_held()
         log.info("revoked %s", _names(revoked))
@@ -288,6 +298,7 @@ class Runner:
                 self.metrics.lag(tp.topic, tp.partition, highwater - records[-1].offset - 1)
         # 1. bundles, dead letters and new item versions
         for tp, writes in changes:
+            sends += await self._write(tp, self._orphans.pop(tp, []))
             sends += await self._write(tp, writes.items)
             pending = self._pending.setdefault(tp, _PendingWrites())
             pending.states.update(writes.states)
@@ -335,9 +346,7 @@ class Runner:
             )
 
     def _count_held(self) -> None:
-        self.metrics.conversations_held(
-            sum(len(p.conversations) for p in self._processors.values())
-        )
+        self.metrics.conversations_held(sum(p.held for p in self._processors.values()))
 
     def _mark_ready(self, *, is_rebalancing: bool = False) -> None:
         """Ready once every assigned partition is restored; never while a rebalance runs."""
@@ -411,22 +420,19 @@ class Runner:
         restored = await self._read_changelogs(
             partitions, is_wanted=self._pending_restore.__contains__
         )
-        cleanup: list[Awaitable[object]] = []
         conversations = 0
         for tp, state in restored.items():
             if tp not in self._pending_restore:
                 continue
             processor = ContextProcessor(self.settings.bundle, is_tracking_changes=True)
-            for cid, conversation, items, previous_context in state.conversations():
-                processor.restore(cid, conversation, items, previous_context)
+            for cid, group in state.grouped().items():
+                processor.restore_lazily(cid, partial(self._load, tp, cid, group))
                 conversations += 1
-            cleanup += await self._write(tp, state.orphans())
             self._processors[tp] = processor
             self._pending_restore.discard(tp)
             self._kafka.consumer.resume(tp)
-            self.stats.restored_conversations += len(processor.conversations)
+            self.stats.restored_conversations += processor.held
             self.stats.restored_records += state.records
-        await asyncio.gather(*cleanup)
         elapsed = time.perf_counter() - started
         self.stats.restore_seconds += elapsed
         self._mark_ready()
@@ -439,6 +445,13 @@ class Runner:
             elapsed,
             conversations / elapsed if elapsed > 0 else 0.0,
         )
+
+    def _load(self, tp: TopicPartition, cid: str, group: ConversationRecords) -> Restored:
+        """Decode a restored conversation on its first event. Tombstones for what a crash left
+        behind go out first in this batch's step 1, ahead of the same keys written again by
+        the events being re-applied."""
+        self._orphans.setdefault(tp, []).extend(orphans(cid, group))
+        return load(cid, group)
 
     async def _read_changelogs(
         self,
