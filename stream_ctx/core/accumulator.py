@@ -97,7 +97,7 @@ class BundleAccumulator:
             created_at=created_at,
             content=offered.content,
             attributes=_interned(offered.attributes),
-            tags=[intern(tag) for tag in offered.tags],
+            tags=_interned_tags(offered.tags),
             entered=self.counters.entered,
             revision=revision,
         )
@@ -146,12 +146,37 @@ def _merged(
         created_at=created_at,
         content=offered.content,
         attributes=_interned(offered.attributes),
-        tags=[intern(tag) for tag in offered.tags],
+        tags=_interned_tags(offered.tags),
         revision=revision,
     )
 
 
 def _interned(attributes: dict[str, str]) -> dict[str, str]:
-    """Attribute names and values, kinds and tags repeat across thousands of held items; one
-    shared string each keeps a window's memory close to its content."""
-    return {intern(name): intern(value) for name, value in attributes.items()}
+    """Attribute names and values, kinds and tags repeat across thousands of held items: one
+    shared string each, and one shared mapping per distinct set, keep a window's memory close
+    to its content. Held mappings are never mutated (a merge replaces them)."""
+    key = tuple(attributes.items())
+    shared = _shared_attributes.get(key)
+    if shared is None:
+        if len(_shared_attributes) >= _SHARED_ATTRIBUTES_LIMIT:
+            del _shared_attributes[next(iter(_shared_attributes))]
+        shared = {intern(name): intern(value) for name, value in key}
+        _shared_attributes[key] = shared
+    return shared
+
+
+def _interned_tags(tags: list[str]) -> list[str]:
+    """Tag lists, shared the same way (never mutated once held)."""
+    key = tuple(tags)
+    shared = _shared_tags.get(key)
+    if shared is None:
+        if len(_shared_tags) >= _SHARED_ATTRIBUTES_LIMIT:
+            del _shared_tags[next(iter(_shared_tags))]
+        shared = _shared_tags[key] = [intern(tag) for tag in key]
+    return shared
+
+
+# Distinct attribute sets and tag lists kept for sharing; beyond it the oldest are forgotten.
+_SHARED_ATTRIBUTES_LIMIT = 1 << 16
+_shared_attributes: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
+_shared_tags: dict[tuple[str, ...], list[str]] = {}

