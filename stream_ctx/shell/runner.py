@@ -1,9 +1,12 @@
 """The stream processor: a consumer-group member applying events and publishing bundles.
 
-Per batch, in this order (the at-least-once protocol that makes replays exact):
-1. publish bundles and dead letters, and write new item versions to the changelog; await acks;
-2. write conversation states (each names the input offset it reflects); await acks;
-3. write tombstones for superseded item versions; commit the batch's input offsets.
+The at-least-once protocol that makes replays exact, in this order:
+1. per batch, publish bundles and dead letters and write new item versions to the changelog
+   (sent at once; the next batch is processed while they are on the wire);
+at each flush (every `state.commit_interval_ms`, on revocation, when idle, at shutdown):
+   await every step-1 acknowledgement since the last flush;
+2. write the conversation states (each names the input offset it reflects); await acks;
+3. write tombstones for superseded item versions; commit the input offsets.
 A crash anywhere leaves states that only point at written items and bundles already published
 for every event a state reflects; restarting re-applies exactly the events states do not reflect.
 """
@@ -13,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -63,6 +66,9 @@ _GROUP_MOVED_ON = (
     UnknownMemberIdError,
     RebalanceInProgressError,
 )
+# Step-1 writes (bundles, dead letters, item versions) on the wire before processing waits for
+# them: bounds memory in flight when publishing falls behind.
+_MAX_IN_FLIGHT_SENDS = 20_000
 # Idle conversations are looked for this often: a scan of every held conversation.
 _SWEEP_INTERVAL_S = 30.0
 # A heartbeat every third of the session timeout, Kafka's recommended ratio.
@@ -131,6 +137,7 @@ class Runner:
         self._pending_restore: set[TopicPartition] = set()
         self._uncommitted: dict[TopicPartition, int] = {}
         self._pending: dict[TopicPartition, _PendingWrites] = {}
+        self._in_flight: list[asyncio.Future[object]] = []
         self._orphans: dict[TopicPartition, list[Record]] = {}
         self._next_commit = 0.0
         self._lock = anyio.Lock()
@@ -246,7 +253,7 @@ class Runner:
                 timeout_ms=_POLL_MS, max_records=self.settings.state.max_in_flight_events
             )
             if not batch:
-                if self._pending:
+                if self._pending or self._in_flight:
                     async with self._lock:
                         await self._flush()  # idle: nothing else will come to flush it
                 continue
@@ -260,9 +267,8 @@ class Runner:
         self, batch: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]], *, max_bytes: int
     ) -> None:
         kafka = self.settings.kafka
-        sends: list[Awaitable[object]] = []
+        sends: list[asyncio.Future[object]] = []
         changes = []
-        published: list[tuple[BundleStats, int]] = []
         for tp, records in batch.items():
             processor = self._processors.get(tp)
             if processor is None:
@@ -278,14 +284,15 @@ class Runner:
                     continue
                 if bundle is not None:
                     self.stats.bundles += 1
-                    published.append((bundle.stats, record.timestamp))
-                    sends.append(
-                        await self._kafka.producer.send(
-                            kafka.output_topic,
-                            encode_bundle(bundle),
-                            key=bundle.conversation_id.encode(),
-                        )
+                    sent = await self._kafka.producer.send(
+                        kafka.output_topic,
+                        encode_bundle(bundle),
+                        key=bundle.conversation_id.encode(),
                     )
+                    sent.add_done_callback(
+                        partial(self._observe_published, bundle.stats, record.timestamp)
+                    )
+                    sends.append(sent)
             self._uncommitted[tp] = records[-1].offset + 1
             writes = ChangelogWrites.of(processor.take_changes())
             changes.append((tp, writes))
@@ -303,9 +310,10 @@ class Runner:
             pending = self._pending.setdefault(tp, _PendingWrites())
             pending.states.update(writes.states)
             pending.tombstones += writes.tombstones
-        await asyncio.gather(*sends)
-        self._observe_published(published)
-        if time.monotonic() >= self._next_commit:
+        # Step 1 is awaited by the flush that writes the states depending on it, not here: the
+        # next batch is processed while these are on the wire.
+        self._in_flight += sends
+        if len(self._in_flight) > _MAX_IN_FLIGHT_SENDS or time.monotonic() >= self._next_commit:
             await self._flush()
         self.stats.batches += 1
         self._count_held()
@@ -313,6 +321,8 @@ class Runner:
     async def _flush(self) -> None:
         """Steps 2 and 3 for every batch since the last flush: a conversation touched in several
         batches gets one state write, and one commit covers them all."""
+        in_flight, self._in_flight = self._in_flight, []
+        await asyncio.gather(*in_flight)
         pending, self._pending = self._pending, {}
         # 2. states, each naming the last input offset it reflects
         await asyncio.gather(
@@ -334,16 +344,18 @@ class Runner:
             await self._reload(tp, processor, released.conversation_id)
             return processor.apply(event, position=offset)
 
-    def _observe_published(self, published: list[tuple[BundleStats, int]]) -> None:
+    def _observe_published(
+        self, stats: BundleStats, finalized_ms: int, sent: asyncio.Future[object]
+    ) -> None:
         """Latency runs from the finalize record's timestamp to the bundle's acknowledgement."""
-        now_ms = time.time() * 1000
-        for stats, finalized_ms in published:
-            self.metrics.bundle_published(
-                tokens_naive=stats.tokens_naive,
-                tokens_bundle=stats.tokens_bundle,
-                tokens_prefix_reused=stats.tokens_prefix_reused,
-                latency_s=(now_ms - finalized_ms) / 1000,
-            )
+        if sent.cancelled() or sent.exception() is not None:
+            return  # the flush awaiting it raises
+        self.metrics.bundle_published(
+            tokens_naive=stats.tokens_naive,
+            tokens_bundle=stats.tokens_bundle,
+            tokens_prefix_reused=stats.tokens_prefix_reused,
+            latency_s=(time.time() * 1000 - finalized_ms) / 1000,
+        )
 
     def _count_held(self) -> None:
         self.metrics.conversations_held(sum(p.held for p in self._processors.values()))
@@ -353,7 +365,9 @@ class Runner:
         self.is_ready = not is_rebalancing and not self._pending_restore
         self.health.set_ready(self.is_ready)
 
-    async def _write(self, tp: TopicPartition, records: list[Record]) -> list[Awaitable[object]]:
+    async def _write(
+        self, tp: TopicPartition, records: list[Record]
+    ) -> list[asyncio.Future[object]]:
         topic = changelog_topic(tp.topic, self.settings)
         return [
             await self._kafka.producer.send(topic, value, key=key, partition=tp.partition)
@@ -362,7 +376,7 @@ class Runner:
 
     async def _dead_letter(
         self, record: ConsumerRecord[bytes, bytes], error: Exception
-    ) -> Awaitable[object]:
+    ) -> asyncio.Future[object]:
         self.stats.dead_letters += 1
         kind = type(error).__name__
         self.metrics.dead_lettered(kind)
@@ -396,7 +410,9 @@ class Runner:
             batch = producer.create_batch()
             batch.append(key=None, value=None, timestamp=None, headers=headers)
             partition = record.partition % self._dlq_partitions
-            future: Awaitable[object] = await producer.send_batch(batch, topic, partition=partition)
+            future: asyncio.Future[object] = await producer.send_batch(
+                batch, topic, partition=partition
+            )
             return future
         future = await producer.send(topic, value, key=record.key, headers=headers)
         return future
