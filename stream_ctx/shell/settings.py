@@ -33,7 +33,7 @@ class KafkaSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     linger_ms: int = 0
     # How long a fetch may wait for data. Kafka answers as soon as a record arrives, so this only
     # bounds idle polling; some brokers (Tansu) hold every fetch this long, adding it to latency.
-    fetch_max_wait_ms: int = 25
+    fetch_max_wait_ms: int = 10
     client: dict[str, Any] = msgspec.field(default_factory=dict)
 
     @property
