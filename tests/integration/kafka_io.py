@@ -22,16 +22,22 @@ async def create_input(client_kwargs: ClientKwargs, topic: str, partitions: int 
     await ensure_topics(client_kwargs, [TopicSpec(name=topic, partitions=partitions)])
 
 
-async def produce(client_kwargs: ClientKwargs, topic: str,
-                  records: Sequence[tuple[bytes | None, bytes | None]],
-                  headers: Sequence[tuple[str, bytes]] | None = None) -> None:
+async def produce(
+    client_kwargs: ClientKwargs,
+    topic: str,
+    records: Sequence[tuple[bytes | None, bytes | None]],
+    headers: Sequence[tuple[str, bytes]] | None = None,
+) -> None:
     """Send raw (key, value) records in order and wait for every acknowledgement."""
-    producer = AIOKafkaProducer(**client_kwargs, acks="all", enable_idempotence=False,
-                                max_batch_size=1_048_576, linger_ms=5)
+    producer = AIOKafkaProducer(
+        **client_kwargs, acks="all", enable_idempotence=False, max_batch_size=1_048_576, linger_ms=5
+    )
     await producer.start()
     try:
-        futures = [await producer.send(topic, value, key=key, headers=list(headers or []))
-                   for key, value in records]
+        futures = [
+            await producer.send(topic, value, key=key, headers=list(headers or []))
+            for key, value in records
+        ]
         for future in futures:
             await future
     finally:
@@ -42,11 +48,17 @@ def event_records(events: Sequence[Event]) -> list[tuple[bytes | None, bytes | N
     return [(e.conversation_id.encode(), msgspec.json.encode(e)) for e in events]
 
 
-async def collect(client_kwargs: ClientKwargs, topic: str, count: int, *,
-                  timeout_s: float) -> list[ConsumerRecord[bytes, bytes]]:
+async def collect(
+    client_kwargs: ClientKwargs, topic: str, count: int, *, timeout_s: float
+) -> list[ConsumerRecord[bytes, bytes]]:
     """Read `topic` from the start until `count` records arrived (fails after `timeout_s`)."""
-    consumer = AIOKafkaConsumer(topic, **client_kwargs, group_id=None,
-                                auto_offset_reset="earliest", enable_auto_commit=False)
+    consumer = AIOKafkaConsumer(
+        topic,
+        **client_kwargs,
+        group_id=None,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
     await consumer.start()
     found: list[ConsumerRecord[bytes, bytes]] = []
     try:
@@ -60,12 +72,24 @@ async def collect(client_kwargs: ClientKwargs, topic: str, count: int, *,
     return found
 
 
-def settings_for(bootstrap: str, *, input_topic: str, output_topic: str, dlq_topic: str,
-                 group_id: str, **bundle: object) -> Settings:
+def settings_for(
+    bootstrap: str,
+    *,
+    input_topic: str,
+    output_topic: str,
+    dlq_topic: str,
+    group_id: str,
+    **bundle: object,
+) -> Settings:
     """Settings for a test run: short session timeout (Tansu answers a first join after ~half)."""
-    kafka = KafkaSettings(bootstrap_servers=bootstrap, group_id=group_id,
-                          input_topics=[input_topic], output_topic=output_topic,
-                          dlq_topic=dlq_topic, session_timeout_ms=6_000)
+    kafka = KafkaSettings(
+        bootstrap_servers=bootstrap,
+        group_id=group_id,
+        input_topics=[input_topic],
+        output_topic=output_topic,
+        dlq_topic=dlq_topic,
+        session_timeout_ms=6_000,
+    )
     base = Settings(kafka=kafka)
     return msgspec.structs.replace(base, bundle=msgspec.structs.replace(base.bundle, **bundle))
 
@@ -88,8 +112,9 @@ async def partitions_of(client_kwargs: ClientKwargs, topic: str) -> list[TopicPa
     return [TopicPartition(topic, n) for n in sorted(numbers)]
 
 
-async def high_watermarks(client_kwargs: ClientKwargs, topic: str, *,
-                          timeout_s: float) -> dict[TopicPartition, int]:
+async def high_watermarks(
+    client_kwargs: ClientKwargs, topic: str, *, timeout_s: float
+) -> dict[TopicPartition, int]:
     """Each partition's high watermark, from fetch responses (ListOffsets fails on this broker)."""
     partitions = await partitions_of(client_kwargs, topic)
     consumer = AIOKafkaConsumer(**client_kwargs, group_id=None, enable_auto_commit=False)

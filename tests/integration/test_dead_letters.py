@@ -40,8 +40,14 @@ CLI_TIMEOUT_S = 30.0
 # Small enough that a test can exceed it cheaply, large enough for every event of SHAPE.
 MAX_EVENT_BYTES = 4096
 # Every conversation's last event is a finalize, so its bundle arriving means all was read.
-SHAPE = WorkloadShape(conversations=4, retrievals_per_conversation=4, finalize_every=4,
-                      items_per_retrieval=(1, 3), chunk_chars=(40, 120), is_ending=False)
+SHAPE = WorkloadShape(
+    conversations=4,
+    retrievals_per_conversation=4,
+    finalize_every=4,
+    items_per_retrieval=(1, 3),
+    chunk_chars=(40, 120),
+    is_ending=False,
+)
 ORIGINAL_HEADERS = [("trace-id", b"t-42"), ("origin", b"\x00\xffraw")]
 ERROR_HEADER_PREFIXES = ("__streams.errors.", "stream-ctx.errors.")
 # Producer batches (and so requests) this small, so a record can outgrow them cheaply.
@@ -85,15 +91,15 @@ def bad_input(kind: str) -> BadInput:
     if kind == "schema_violation":
         document = msgspec.json.decode(encoded)
         document["items"][0]["salience"] = 7
-        return BadInput(b"c-00000", msgspec.json.encode(document),
-                        r"`items\[0\]\.salience`.*\b7\b")
+        return BadInput(b"c-00000", msgspec.json.encode(document), r"`items\[0\]\.salience`.*\b7\b")
     if kind == "key_disagrees_with_conversation_id":
         return BadInput(b"c-00001", encoded, r"conversation_id.*'c-00001'|'c-00001'.*c-00000")
     if kind == "non_utf8_key":
         return BadInput(b"\xff\xfe", encoded, r"(?i)utf-?8")
     if kind == "over_max_event_bytes":
-        return BadInput(b"c-00000", oversized(MAX_EVENT_BYTES),
-                        rf"{MAX_EVENT_BYTES}|max_event_bytes")
+        return BadInput(
+            b"c-00000", oversized(MAX_EVENT_BYTES), rf"{MAX_EVENT_BYTES}|max_event_bytes"
+        )
     if kind == "missing_key":
         return BadInput(None, encoded, r"(?i)key")
     if kind == "null_key_and_value":
@@ -101,12 +107,20 @@ def bad_input(kind: str) -> BadInput:
     raise AssertionError(kind)
 
 
-BAD_KINDS = ("invalid_json", "schema_violation", "key_disagrees_with_conversation_id",
-             "non_utf8_key", "over_max_event_bytes", "missing_key", "null_key_and_value")
+BAD_KINDS = (
+    "invalid_json",
+    "schema_violation",
+    "key_disagrees_with_conversation_id",
+    "non_utf8_key",
+    "over_max_event_bytes",
+    "missing_key",
+    "null_key_and_value",
+)
 
 
-async def send_each(client_kwargs: ClientKwargs, topic: str,
-                    records: Sequence[InputRecord]) -> list[RecordMetadata]:
+async def send_each(
+    client_kwargs: ClientKwargs, topic: str, records: Sequence[InputRecord]
+) -> list[RecordMetadata]:
     """Send (key, value, headers) records in order; return where each one landed."""
     producer = AIOKafkaProducer(**client_kwargs, acks="all", enable_idempotence=False)
     await producer.start()
@@ -147,8 +161,11 @@ class Outcome:
 
 
 async def run_with_bad_record(
-    bootstrap: str, client_kwargs: ClientKwargs, unique_topic: Callable[[str], str],
-    bad: BadInput, **kafka: object,
+    bootstrap: str,
+    client_kwargs: ClientKwargs,
+    unique_topic: Callable[[str], str],
+    bad: BadInput,
+    **kafka: object,
 ) -> Outcome:
     """Produce valid events with `bad` in the middle, run to the last bundle, read the results."""
     events: list[Event] = generate(5, SHAPE)
@@ -163,10 +180,15 @@ async def run_with_bad_record(
     group = unique_topic("group")
     await create_input(client_kwargs, source, partitions=2)
     landed = (await send_each(client_kwargs, source, stream))[middle]
-    settings = settings_for(bootstrap, input_topic=source, output_topic=sink, dlq_topic=dlq,
-                            group_id=group)
-    settings = msgspec.structs.replace(settings, kafka=msgspec.structs.replace(
-        settings.kafka, **{"max_event_bytes": MAX_EVENT_BYTES, **kafka}))
+    settings = settings_for(
+        bootstrap, input_topic=source, output_topic=sink, dlq_topic=dlq, group_id=group
+    )
+    settings = msgspec.structs.replace(
+        settings,
+        kafka=msgspec.structs.replace(
+            settings.kafka, **{"max_event_bytes": MAX_EVENT_BYTES, **kafka}
+        ),
+    )
     runner = Runner(settings)
     with anyio.fail_after(RUN_TIMEOUT_S):
         async with anyio.create_task_group() as tasks:
@@ -207,12 +229,13 @@ def assert_error_headers(outcome: Outcome, message: str) -> None:
 
 @pytest.mark.parametrize("kind", BAD_KINDS)
 async def test_bad_record_is_dead_lettered_with_original_bytes_and_stream_goes_on(
-    kind: str, broker: EmbeddedBroker, client_kwargs: ClientKwargs,
+    kind: str,
+    broker: EmbeddedBroker,
+    client_kwargs: ClientKwargs,
     unique_topic: Callable[[str], str],
 ) -> None:
     bad = bad_input(kind)
-    outcome = await run_with_bad_record(broker.bootstrap_servers, client_kwargs, unique_topic,
-                                        bad)
+    outcome = await run_with_bad_record(broker.bootstrap_servers, client_kwargs, unique_topic, bad)
     [letter] = outcome.letters
     assert letter.key == bad.key
     assert letter.value == bad.value
@@ -226,8 +249,9 @@ async def test_record_too_large_to_dead_letter_whole_still_lands_and_stream_goes
     """Past what the producer (or broker) takes in one request, the original value cannot be
     copied; the record must still reach the dead-letter topic, named by its headers."""
     bad = BadInput(b"c-00000", oversized(3 * MAX_BATCH_BYTES), r"max_event_bytes")
-    outcome = await run_with_bad_record(broker.bootstrap_servers, client_kwargs, unique_topic,
-                                        bad, max_batch_size=MAX_BATCH_BYTES)
+    outcome = await run_with_bad_record(
+        broker.bootstrap_servers, client_kwargs, unique_topic, bad, max_batch_size=MAX_BATCH_BYTES
+    )
     [letter] = outcome.letters
     assert letter.key == bad.key
     assert_error_headers(outcome, bad.message)
@@ -238,9 +262,13 @@ async def test_missing_input_topic_raises_naming_the_topic(
     broker: EmbeddedBroker, client_kwargs: ClientKwargs, unique_topic: Callable[[str], str]
 ) -> None:
     missing = unique_topic("absent")
-    settings = settings_for(broker.bootstrap_servers, input_topic=missing,
-                            output_topic=unique_topic("out"), dlq_topic=unique_topic("dlq"),
-                            group_id=unique_topic("group"))
+    settings = settings_for(
+        broker.bootstrap_servers,
+        input_topic=missing,
+        output_topic=unique_topic("out"),
+        dlq_topic=unique_topic("dlq"),
+        group_id=unique_topic("group"),
+    )
     with anyio.fail_after(RUN_TIMEOUT_S):
         with pytest.raises(MissingTopicError, match=re.escape(repr(missing))):
             await Runner(settings).run()
@@ -253,15 +281,19 @@ async def test_run_command_with_missing_input_topic_exits_nonzero_with_one_clear
     broker: EmbeddedBroker, unique_topic: Callable[[str], str], tmp_path: Path
 ) -> None:
     missing = unique_topic("absent")
-    settings = settings_for(broker.bootstrap_servers, input_topic=missing,
-                            output_topic=unique_topic("out"), dlq_topic=unique_topic("dlq"),
-                            group_id=unique_topic("group"))
+    settings = settings_for(
+        broker.bootstrap_servers,
+        input_topic=missing,
+        output_topic=unique_topic("out"),
+        dlq_topic=unique_topic("dlq"),
+        group_id=unique_topic("group"),
+    )
     config = write_config(tmp_path / "run.toml", settings)
     with anyio.fail_after(CLI_TIMEOUT_S):
-        done = await anyio.run_process(cli_command(config), check=False,
-                                       env=cli_environment())
+        done = await anyio.run_process(cli_command(config), check=False, env=cli_environment())
     stderr = done.stderr.decode()
     assert done.returncode != 0
-    assert re.search(rf"^stream-ctx: MissingTopicError: .*{re.escape(repr(missing))}", stderr,
-                     re.MULTILINE), stderr
+    assert re.search(
+        rf"^stream-ctx: MissingTopicError: .*{re.escape(repr(missing))}", stderr, re.MULTILINE
+    ), stderr
     assert "Traceback" not in stderr, stderr

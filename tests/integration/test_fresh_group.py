@@ -29,15 +29,17 @@ from tests.integration.test_runner import replay_bundles
 RUN_TIMEOUT_S = 30.0
 
 
-async def run_until_bundles(client_kwargs: ClientKwargs, settings: Settings, count: int
-                            ) -> tuple[list[ConsumerRecord[bytes, bytes]], RunnerStats]:
+async def run_until_bundles(
+    client_kwargs: ClientKwargs, settings: Settings, count: int
+) -> tuple[list[ConsumerRecord[bytes, bytes]], RunnerStats]:
     """Run a Runner until its output topic holds `count` records, then stop it gracefully."""
     runner = Runner(settings)
     with anyio.fail_after(RUN_TIMEOUT_S):
         async with anyio.create_task_group() as tasks:
             await tasks.start(runner.run)
-            records = await collect(client_kwargs, settings.kafka.output_topic, count,
-                                    timeout_s=RUN_TIMEOUT_S)
+            records = await collect(
+                client_kwargs, settings.kafka.output_topic, count, timeout_s=RUN_TIMEOUT_S
+            )
             runner.stop.set()
     return records, runner.stats
 
@@ -52,9 +54,13 @@ async def test_fresh_group_reproduces_the_same_bundle_values(
     await produce(client_kwargs, source, event_records(events))
     outputs = []
     for run in ("first", "second"):
-        settings = settings_for(broker.bootstrap_servers, input_topic=source,
-                                output_topic=unique_topic(f"out-{run}"), dlq_topic=dlq,
-                                group_id=unique_topic(f"group-{run}"))
+        settings = settings_for(
+            broker.bootstrap_servers,
+            input_topic=source,
+            output_topic=unique_topic(f"out-{run}"),
+            dlq_topic=dlq,
+            group_id=unique_topic(f"group-{run}"),
+        )
         records, stats = await run_until_bundles(client_kwargs, settings, finalizes)
         assert len(records) == finalizes
         # A new group's changelog is its own: nothing to restore, everything read from offset 0.
@@ -82,16 +88,22 @@ async def test_restarted_group_restores_state_and_continues_seq_without_reapplyi
     # No `end`: every conversation's state must survive the restart. Each conversation is
     # 4 retrievals + finalize, twice; both halves end on a finalize, so all of a half's bundles
     # arriving means the whole half was processed.
-    shape = WorkloadShape(conversations=6, retrievals_per_conversation=8, finalize_every=4,
-                          is_ending=False)
+    shape = WorkloadShape(
+        conversations=6, retrievals_per_conversation=8, finalize_every=4, is_ending=False
+    )
     events = generate(37, shape)
     early, late = split_per_conversation(events, head=5)
-    assert all(isinstance(e, Finalize) for e in early[-shape.conversations:])
+    assert all(isinstance(e, Finalize) for e in early[-shape.conversations :])
     early_finalizes = sum(isinstance(e, Finalize) for e in early)
     finalizes = sum(isinstance(e, Finalize) for e in events)
     source, sink, dlq = unique_topic("in"), unique_topic("out"), unique_topic("dlq")
-    settings = settings_for(broker.bootstrap_servers, input_topic=source, output_topic=sink,
-                            dlq_topic=dlq, group_id=unique_topic("group"))
+    settings = settings_for(
+        broker.bootstrap_servers,
+        input_topic=source,
+        output_topic=sink,
+        dlq_topic=dlq,
+        group_id=unique_topic("group"),
+    )
     await create_input(client_kwargs, source, partitions=3)
 
     await produce(client_kwargs, source, event_records(early))
@@ -105,9 +117,10 @@ async def test_restarted_group_restores_state_and_continues_seq_without_reapplyi
     assert second.events == len(late)
     assert second.restored_conversations == shape.conversations
     new = {bid for bid in bundles_by_id(records) if bid not in bundles_by_id(before)}
-    assert sorted(msgspec.json.decode(bundles_by_id(records)[bid])["seq"] for bid in new) == [
-        2
-    ] * shape.conversations
+    assert (
+        sorted(msgspec.json.decode(bundles_by_id(records)[bid])["seq"] for bid in new)
+        == [2] * shape.conversations
+    )
     # Restored windows and counters plus the new events give exactly what a clean replay gives.
     assert bundles_by_id(records) == replay_bundles(events)
     assert first.dead_letters == second.dead_letters == 0

@@ -41,8 +41,13 @@ async def test_stream_gives_one_bundle_per_finalize_identical_to_replay(
     source, sink, dlq = unique_topic("in"), unique_topic("out"), unique_topic("dlq")
     await create_input(client_kwargs, source, partitions=3)
     await produce(client_kwargs, source, event_records(events))
-    settings = settings_for(broker.bootstrap_servers, input_topic=source, output_topic=sink,
-                            dlq_topic=dlq, group_id=unique_topic("group"))
+    settings = settings_for(
+        broker.bootstrap_servers,
+        input_topic=source,
+        output_topic=sink,
+        dlq_topic=dlq,
+        group_id=unique_topic("group"),
+    )
     runner = Runner(settings)
     with anyio.fail_after(RUN_TIMEOUT_S):
         async with anyio.create_task_group() as tasks:

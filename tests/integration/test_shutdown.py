@@ -42,8 +42,14 @@ KILL_TIMEOUT_S = 5.0
 # The output topic appears once the process has started; polled, not waited on blindly.
 TOPIC_POLL_INTERVAL_S = 0.1
 # Every conversation's last event is a finalize, so all bundles arriving means all was read.
-SHAPE = WorkloadShape(conversations=6, retrievals_per_conversation=4, finalize_every=4,
-                      items_per_retrieval=(1, 4), chunk_chars=(60, 300), is_ending=False)
+SHAPE = WorkloadShape(
+    conversations=6,
+    retrievals_per_conversation=4,
+    finalize_every=4,
+    items_per_retrieval=(1, 4),
+    chunk_chars=(60, 300),
+    is_ending=False,
+)
 
 
 async def wait_for_topic(client_kwargs: ClientKwargs, topic: str, *, timeout_s: float) -> None:
@@ -69,8 +75,11 @@ async def reap(process: Process) -> None:
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=lambda s: s.name)
 async def test_signal_drains_commits_every_offset_and_exits_zero(
-    signum: signal.Signals, broker: EmbeddedBroker, client_kwargs: ClientKwargs,
-    unique_topic: Callable[[str], str], tmp_path: Path,
+    signum: signal.Signals,
+    broker: EmbeddedBroker,
+    client_kwargs: ClientKwargs,
+    unique_topic: Callable[[str], str],
+    tmp_path: Path,
 ) -> None:
     events = generate(23, SHAPE)
     finalizes = sum(isinstance(e, Finalize) for e in events)
@@ -78,14 +87,22 @@ async def test_signal_drains_commits_every_offset_and_exits_zero(
     group = unique_topic("group")
     await create_input(client_kwargs, source, partitions=3)
     await produce(client_kwargs, source, event_records(events))
-    settings = settings_for(broker.bootstrap_servers, input_topic=source, output_topic=sink,
-                            dlq_topic=dlq, group_id=group)
+    settings = settings_for(
+        broker.bootstrap_servers,
+        input_topic=source,
+        output_topic=sink,
+        dlq_topic=dlq,
+        group_id=group,
+    )
     config = write_config(tmp_path / "run.toml", settings)
     stderr_path = tmp_path / "stderr.log"
     with stderr_path.open("wb") as stderr:
         process = await anyio.open_process(
-            cli_command(config), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=stderr, env=cli_environment(),
+            cli_command(config),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            env=cli_environment(),
         )
     try:
         with anyio.fail_after(RUN_TIMEOUT_S):
