@@ -114,6 +114,15 @@ class _PendingWrites:
 
 
 @dataclass(frozen=True, slots=True)
+class _Flush:
+    """What one flush covers: step-1 writes to await, steps 2-3 to write, offsets to commit."""
+
+    in_flight: list[asyncio.Future[object]]
+    pending: dict[TopicPartition, _PendingWrites]
+    offsets: dict[TopicPartition, int]
+
+
+@dataclass(frozen=True, slots=True)
 class _Clients:
     consumer: AIOKafkaConsumer
     producer: AIOKafkaProducer
@@ -138,6 +147,7 @@ class Runner:
         self._uncommitted: dict[TopicPartition, int] = {}
         self._pending: dict[TopicPartition, _PendingWrites] = {}
         self._in_flight: list[asyncio.Future[object]] = []
+        self._background_flush: asyncio.Future[None] | None = None
         self._orphans: dict[TopicPartition, list[Record]] = {}
         self._next_commit = 0.0
         self._lock = anyio.Lock()
@@ -253,7 +263,7 @@ class Runner:
                 timeout_ms=_POLL_MS, max_records=self.settings.state.max_in_flight_events
             )
             if not batch:
-                if self._pending or self._in_flight:
+                if self._pending or self._in_flight or self._background_flush is not None:
                     async with self._lock:
                         await self._flush()  # idle: nothing else will come to flush it
                 continue
@@ -313,17 +323,45 @@ class Runner:
         # Step 1 is awaited by the flush that writes the states depending on it, not here: the
         # next batch is processed while these are on the wire.
         self._in_flight += sends
-        if len(self._in_flight) > _MAX_IN_FLIGHT_SENDS or time.monotonic() >= self._next_commit:
-            await self._flush()
+        if len(self._in_flight) > _MAX_IN_FLIGHT_SENDS:
+            await self._flush()  # publishing fell behind: wait for it before fetching more
+        elif time.monotonic() >= self._next_commit:
+            self._start_background_flush()
         self.stats.batches += 1
         self._count_held()
 
     async def _flush(self) -> None:
-        """Steps 2 and 3 for every batch since the last flush: a conversation touched in several
+        """Flush everything now (revocation, idle, shutdown, backpressure), after any flush that
+        is already running."""
+        await self._settle_background_flush()
+        await self._write_flush(self._take_flush())
+
+    def _start_background_flush(self) -> None:
+        """Flush what is due while the next batches are processed; one flush at a time."""
+        running = self._background_flush
+        if running is not None:
+            if not running.done():
+                return
+            running.result()  # a failed flush fails the runner here
+        self._background_flush = asyncio.ensure_future(self._write_flush(self._take_flush()))
+
+    async def _settle_background_flush(self) -> None:
+        running, self._background_flush = self._background_flush, None
+        if running is not None:
+            await running
+
+    def _take_flush(self) -> _Flush:
+        """Everything since the last flush, taken at once so later batches go to the next."""
+        flush = _Flush(self._in_flight, self._pending, self._uncommitted)
+        self._in_flight, self._pending, self._uncommitted = [], {}, {}
+        self._next_commit = time.monotonic() + self.settings.state.commit_interval_ms / 1000
+        return flush
+
+    async def _write_flush(self, flush: _Flush) -> None:
+        """Steps 2 and 3 for every batch the flush covers: a conversation touched in several
         batches gets one state write, and one commit covers them all."""
-        in_flight, self._in_flight = self._in_flight, []
-        await asyncio.gather(*in_flight)
-        pending, self._pending = self._pending, {}
+        await asyncio.gather(*flush.in_flight)
+        pending = flush.pending
         # 2. states, each naming the last input offset it reflects
         await asyncio.gather(
             *[f for tp, p in pending.items() for f in await self._write(tp, list(p.states.items()))]
@@ -332,8 +370,7 @@ class Runner:
         await asyncio.gather(
             *[f for tp, p in pending.items() for f in await self._write(tp, p.tombstones)]
         )
-        await self._commit()
-        self._next_commit = time.monotonic() + self.settings.state.commit_interval_ms / 1000
+        await self._commit(flush.offsets)
 
     async def _apply(
         self, tp: TopicPartition, processor: ContextProcessor, event: Event, offset: int
@@ -417,11 +454,10 @@ class Runner:
         future = await producer.send(topic, value, key=record.key, headers=headers)
         return future
 
-    async def _commit(self) -> None:
-        if not self._uncommitted:
+    async def _commit(self, uncommitted: dict[TopicPartition, int]) -> None:
+        if not uncommitted:
             return
-        offsets = {tp: OffsetAndMetadata(offset, "") for tp, offset in self._uncommitted.items()}
-        self._uncommitted = {}
+        offsets = {tp: OffsetAndMetadata(offset, "") for tp, offset in uncommitted.items()}
         try:
             await self._kafka.consumer.commit(offsets)
         except _GROUP_MOVED_ON as exc:
