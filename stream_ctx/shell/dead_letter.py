@@ -5,8 +5,10 @@ Header names follow Kafka Streams' dead-letter queue (KIP-1034) so existing tool
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
+from aiokafka import AIOKafkaProducer
 from aiokafka.structs import ConsumerRecord
 
 from stream_ctx.errors import InvalidEventError
@@ -28,3 +30,35 @@ def dead_letter_headers(record: ConsumerRecord[bytes, bytes], error: BaseExcepti
     if isinstance(error, InvalidEventError) and error.path is not None:
         headers.append(("stream-ctx.errors.path", error.path.encode()))
     return headers
+
+
+async def send_dead_letter(
+    producer: AIOKafkaProducer,
+    record: ConsumerRecord[bytes, bytes],
+    error: BaseException,
+    *,
+    topic: str,
+    partitions: int,
+    max_value_bytes: int,
+    head_bytes: int,
+) -> asyncio.Future[object]:
+    """Send the record as it came, with the error headers; its acknowledgement is returned."""
+    headers = dead_letter_headers(record, error)
+    value = record.value
+    if value is not None and len(value) > max_value_bytes:
+        # Too large for one produce request: park the head and say what was cut.
+        headers += [
+            ("stream-ctx.errors.value-bytes", str(len(value)).encode()),
+            ("stream-ctx.errors.value-truncated-to", str(head_bytes).encode()),
+        ]
+        value = value[:head_bytes]
+    if record.key is None and value is None:
+        # aiokafka's send() refuses a record with neither; a raw batch carries it as it was.
+        batch = producer.create_batch()
+        batch.append(key=None, value=None, timestamp=None, headers=headers)
+        sent: asyncio.Future[object] = await producer.send_batch(
+            batch, topic, partition=record.partition % partitions
+        )
+        return sent
+    sent = await producer.send(topic, value, key=record.key, headers=headers)
+    return sent

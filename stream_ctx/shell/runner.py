@@ -35,7 +35,7 @@ from stream_ctx.core.codec import encode_bundle
 from stream_ctx.core.events import Event
 from stream_ctx.core.processor import ContextProcessor, Restored
 from stream_ctx.errors import ConversationReleasedError, InvalidEventError, StreamCtxError
-from stream_ctx.shell.admin import TopicSpec, ensure_topics, partition_counts
+from stream_ctx.shell.admin import ensure_topics, partition_counts
 from stream_ctx.shell.changelog import (
     ChangelogWrites,
     ConversationRecords,
@@ -45,18 +45,17 @@ from stream_ctx.shell.changelog import (
     orphans,
 )
 from stream_ctx.shell.connection import client_kwargs
-from stream_ctx.shell.dead_letter import Headers, dead_letter_headers
+from stream_ctx.shell.dead_letter import send_dead_letter
 from stream_ctx.shell.intake import read_event
 from stream_ctx.shell.metrics import Health, Metrics
+from stream_ctx.shell.recovery import read_changelogs
 from stream_ctx.shell.settings import Settings
+from stream_ctx.shell.topology import changelog_topic, topics_to_create
 
 log = logging.getLogger("stream_ctx.runner")
 
 # How long one fetch waits for records before the loop checks for shutdown and restores.
 _POLL_MS = 100
-# Output and dead-letter topics we create keep a week: bundles are consumed within seconds, and
-# a week leaves time to inspect and re-drive dead letters. Existing topics are left as they are.
-_OUTPUT_RETENTION_MS = 7 * 24 * 3_600_000
 # Room for a record's key, headers and framing inside one produce request.
 _RECORD_OVERHEAD_BYTES = 64 * 1024
 # Commit errors that mean another member owns our partitions now: rejoin, do not crash.
@@ -73,11 +72,6 @@ _MAX_IN_FLIGHT_SENDS = 20_000
 _SWEEP_INTERVAL_S = 30.0
 # A heartbeat every third of the session timeout, Kafka's recommended ratio.
 _HEARTBEAT_FRACTION = 3
-
-
-def changelog_topic(input_topic: str, settings: Settings) -> str:
-    """The compacted topic holding the state of `input_topic`'s conversations."""
-    return f"{input_topic}.{settings.kafka.group_id}.{settings.state.changelog_suffix}"
 
 
 @dataclass(slots=True)
@@ -168,26 +162,8 @@ class Runner:
         """Create topics, join the group, process until stopped."""
         kafka = self.settings.kafka
         counts = await partition_counts(self._kwargs, kafka.input_topics)
-        widest = self._dlq_partitions = max(counts.values())
-        factor = self.settings.state.replication_factor
-        specs = [
-            TopicSpec(
-                name=topic,
-                partitions=widest,
-                retention_ms=_OUTPUT_RETENTION_MS,
-                replication_factor=factor,
-            )
-            for topic in (kafka.output_topic, kafka.dlq_topic)
-        ]
-        specs += [
-            TopicSpec(
-                name=changelog_topic(t, self.settings),
-                partitions=n,
-                is_compacted=True,
-                replication_factor=factor,
-            )
-            for t, n in counts.items()
-        ]
+        self._dlq_partitions = max(counts.values())
+        specs = topics_to_create(self.settings, counts)
         await ensure_topics(self._kwargs, specs)
         producer = AIOKafkaProducer(
             **self._kwargs,
@@ -430,29 +406,15 @@ class Runner:
             error,
             exc_info=not isinstance(error, InvalidEventError),
         )
-        headers: Headers = dead_letter_headers(record, error)
-        value = record.value
-        if value is not None and len(value) > self._max_request_bytes - _RECORD_OVERHEAD_BYTES:
-            # Too large for one produce request: park the head and say what was cut.
-            limit = self.settings.kafka.max_event_bytes
-            headers += [
-                ("stream-ctx.errors.value-bytes", str(len(value)).encode()),
-                ("stream-ctx.errors.value-truncated-to", str(limit).encode()),
-            ]
-            value = value[:limit]
-        topic = self.settings.kafka.dlq_topic
-        producer = self._kafka.producer
-        if record.key is None and value is None:
-            # aiokafka's send() refuses a record with neither; a raw batch carries it as it was.
-            batch = producer.create_batch()
-            batch.append(key=None, value=None, timestamp=None, headers=headers)
-            partition = record.partition % self._dlq_partitions
-            future: asyncio.Future[object] = await producer.send_batch(
-                batch, topic, partition=partition
-            )
-            return future
-        future = await producer.send(topic, value, key=record.key, headers=headers)
-        return future
+        return await send_dead_letter(
+            self._kafka.producer,
+            record,
+            error,
+            topic=self.settings.kafka.dlq_topic,
+            partitions=self._dlq_partitions,
+            max_value_bytes=self._max_request_bytes - _RECORD_OVERHEAD_BYTES,
+            head_bytes=self.settings.kafka.max_event_bytes,
+        )
 
     async def _commit(self, uncommitted: dict[TopicPartition, int]) -> None:
         if not uncommitted:
@@ -512,33 +474,18 @@ class Runner:
         is_wanted: Callable[[TopicPartition], bool],
         only: str | None = None,
     ) -> dict[TopicPartition, RestoredPartition]:
-        """Read the changelogs of input `partitions` from the start to their high watermarks,
-        dropping a partition as soon as it is no longer wanted (revoked while restoring)."""
         sources = {
             TopicPartition(changelog_topic(tp.topic, self.settings), tp.partition): tp
             for tp in partitions
         }
-        restored = {tp: RestoredPartition(only=only) for tp in partitions}
-        restorer = self._kafka.restorer
-        restorer.assign(list(sources))
-        for changelog_tp in sources:
-            restorer.seek(changelog_tp, 0)
-        remaining = set(sources)
-        with anyio.fail_after(self.settings.state.restore_timeout_s):
-            while remaining:
-                self.health.beat()
-                fetched = await restorer.getmany(*remaining, timeout_ms=_POLL_MS)
-                for changelog_tp, records in fetched.items():
-                    target = restored[sources[changelog_tp]]
-                    for record in records:
-                        target.apply(record.key, record.value)
-                for changelog_tp in list(remaining):
-                    highwater = restorer.highwater(changelog_tp)
-                    if not is_wanted(sources[changelog_tp]) or (
-                        highwater is not None and await restorer.position(changelog_tp) >= highwater
-                    ):
-                        remaining.discard(changelog_tp)
-        return restored
+        return await read_changelogs(
+            self._kafka.restorer,
+            sources,
+            is_wanted=is_wanted,
+            only=only,
+            timeout_s=self.settings.state.restore_timeout_s,
+            beat=self.health.beat,
+        )
 
     async def _reload(self, tp: TopicPartition, processor: ContextProcessor, cid: str) -> None:
         """Bring back one released conversation for a late event (rare: a full partition read)."""

@@ -1,0 +1,49 @@
+"""Changelog recovery: read changelog partitions from the start to their high watermarks."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import anyio
+from aiokafka import AIOKafkaConsumer
+from aiokafka.structs import TopicPartition
+
+from stream_ctx.shell.changelog import RestoredPartition
+
+# How long one fetch waits before the loop checks what is left to read.
+_POLL_MS = 100
+
+
+async def read_changelogs(
+    restorer: AIOKafkaConsumer,
+    sources: Mapping[TopicPartition, TopicPartition],
+    *,
+    is_wanted: Callable[[TopicPartition], bool],
+    timeout_s: float,
+    beat: Callable[[], None],
+    only: str | None = None,
+) -> dict[TopicPartition, RestoredPartition]:
+    """Fold each changelog partition of `sources` (changelog -> input partition) into a
+    RestoredPartition keyed by input partition, dropping one as soon as it is no longer wanted
+    (revoked while restoring). The end is the high watermark from fetch responses, which some
+    brokers report correctly where ListOffsets does not."""
+    restored = {tp: RestoredPartition(only=only) for tp in sources.values()}
+    restorer.assign(list(sources))
+    for changelog_tp in sources:
+        restorer.seek(changelog_tp, 0)
+    remaining = set(sources)
+    with anyio.fail_after(timeout_s):
+        while remaining:
+            beat()
+            fetched = await restorer.getmany(*remaining, timeout_ms=_POLL_MS)
+            for changelog_tp, records in fetched.items():
+                target = restored[sources[changelog_tp]]
+                for record in records:
+                    target.apply(record.key, record.value)
+            for changelog_tp in list(remaining):
+                highwater = restorer.highwater(changelog_tp)
+                if not is_wanted(sources[changelog_tp]) or (
+                    highwater is not None and await restorer.position(changelog_tp) >= highwater
+                ):
+                    remaining.discard(changelog_tp)
+    return restored

@@ -1,0 +1,43 @@
+"""The topics a processor reads and writes, and how the ones it creates are configured."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from stream_ctx.shell.admin import TopicSpec
+from stream_ctx.shell.settings import Settings
+
+# Output and dead-letter topics we create keep a week: bundles are consumed within seconds, and
+# a week leaves time to inspect and re-drive dead letters. Existing topics are left as they are.
+OUTPUT_RETENTION_MS = 7 * 24 * 3_600_000
+
+
+def changelog_topic(input_topic: str, settings: Settings) -> str:
+    """The compacted topic holding the state of `input_topic`'s conversations."""
+    return f"{input_topic}.{settings.kafka.group_id}.{settings.state.changelog_suffix}"
+
+
+def topics_to_create(settings: Settings, input_partitions: Mapping[str, int]) -> list[TopicSpec]:
+    """Output and dead-letter topics as wide as the widest input; a compacted changelog per
+    input topic with its partition count (co-partitioned), kept without time or size limit."""
+    kafka, factor = settings.kafka, settings.state.replication_factor
+    widest = max(input_partitions.values())
+    specs = [
+        TopicSpec(
+            name=topic,
+            partitions=widest,
+            retention_ms=OUTPUT_RETENTION_MS,
+            replication_factor=factor,
+        )
+        for topic in (kafka.output_topic, kafka.dlq_topic)
+    ]
+    specs += [
+        TopicSpec(
+            name=changelog_topic(topic, settings),
+            partitions=partitions,
+            is_compacted=True,
+            replication_factor=factor,
+        )
+        for topic, partitions in input_partitions.items()
+    ]
+    return specs
