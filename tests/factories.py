@@ -134,3 +134,16 @@ def odd_text(*, max_pieces: int = 40) -> st.SearchStrategy[str]:
         st.text("abcdefgh ijkl.\n", min_size=1, max_size=12),
     )
     return st.lists(piece, max_size=max_pieces).map("".join)
+
+
+def retrieved_from(item: ContextItem) -> RetrievedItem:
+    """The retrieved item that a held item came from (a window item offered again)."""
+    return make_item(
+        id=item.id,
+        kind=item.kind,
+        salience=item.salience,
+        created_at=item.created_at,
+        content=item.content,
+        attributes=item.attributes,
+        tags=item.tags,
+    )

@@ -25,6 +25,7 @@ from tests.factories import (
     make_finalize,
     make_item,
     make_retrieval,
+    retrieved_from,
 )
 
 FORMATS: tuple[ContextFormat, ...] = ("compact", "full", "token_optimized")
@@ -240,18 +241,7 @@ def _budget_bundle(
 
 def _tokens_of(items: list[ContextItem], fmt: ContextFormat) -> int:
     """Tokens of the context rendered from exactly these items (no budget)."""
-    offered = [
-        make_item(
-            id=i.id,
-            kind=i.kind,
-            salience=i.salience,
-            created_at=i.created_at,
-            content=i.content,
-            attributes=i.attributes,
-            tags=i.tags,
-        )
-        for i in items
-    ]
+    offered = [retrieved_from(i) for i in items]
     config = BundleConfig(format=fmt, max_items=6, min_salience_threshold=0.0)
     (bundle,) = _run([make_retrieval(items=offered), make_finalize(ts=T0 + 1)], config)
     assert len(bundle.items) == len(items)

@@ -32,6 +32,7 @@ from tests.factories import (
     make_item,
     make_retrieval,
     odd_text,
+    retrieved_from,
 )
 
 FORMATS: tuple[ContextFormat, ...] = ("compact", "full", "token_optimized")
@@ -448,18 +449,7 @@ def test_bundle_context_reads_back_as_bundle_items(
     fmt: ContextFormat, items: list[ContextItem], budget: int | None
 ) -> None:
     processor = ContextProcessor(BundleConfig(format=fmt, min_salience_threshold=0.0))
-    offered = [
-        make_item(
-            id=i.id,
-            kind=i.kind,
-            salience=i.salience,
-            created_at=i.created_at,
-            content=i.content,
-            attributes=i.attributes,
-            tags=i.tags,
-        )
-        for i in items
-    ]
+    offered = [retrieved_from(i) for i in items]
     processor.apply(make_retrieval(items=offered), position=1)
     bundle = processor.apply(make_finalize(ts=T0 + 1, max_tokens=budget), position=2)
     assert bundle is not None
