@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import ssl
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiokafka.helpers import create_ssl_context
 
 from stream_ctx.errors import ConfigError
-from stream_ctx.shell.settings import KafkaSettings
+
+if TYPE_CHECKING:  # settings imports CLIENT_KEYS from here
+    from stream_ctx.shell.settings import KafkaSettings
 
 # Keys of [kafka.client] that name TLS files; they become one ssl.SSLContext for aiokafka.
 _TLS_KEYS = {
@@ -32,6 +34,8 @@ _PASSED_THROUGH = {
     "metadata_max_age_ms",
     "connections_max_idle_ms",
 }
+CLIENT_KEYS = frozenset(_PASSED_THROUGH | _TLS_KEYS.keys())
+"""The keys [kafka.client] accepts."""
 
 
 def client_kwargs(kafka: KafkaSettings) -> dict[str, Any]:
@@ -44,7 +48,7 @@ def client_kwargs(kafka: KafkaSettings) -> dict[str, Any]:
         elif key in _PASSED_THROUGH:
             kwargs[key] = value
         else:
-            allowed = sorted(_PASSED_THROUGH | _TLS_KEYS.keys())
+            allowed = sorted(CLIENT_KEYS)
             raise ConfigError(
                 f"`kafka.client.{key}` is not a supported setting; use one of {allowed}"
             )

@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tomllib
 from collections.abc import Mapping
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import msgspec
+from msgspec import Meta
 
 from stream_ctx.core.config import BundleConfig, bundle_config_from_table
 from stream_ctx.errors import ConfigError
+from stream_ctx.shell.config_keys import Key, check_value, keys_of, nearest, parse_env
+from stream_ctx.shell.connection import CLIENT_KEYS
 
 ENV_PREFIX = "STREAM_CTX_"
+_Count = Annotated[int, Meta(ge=1)]
+_Millis = Annotated[int, Meta(ge=0)]
 
 
 class KafkaSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -25,15 +32,16 @@ class KafkaSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     output_topic: str = "ctx.bundles"
     dlq_topic: str = "ctx.retrievals.dlq"
     # Records larger than this are dead-lettered instead of decoded.
-    max_event_bytes: int = 1_048_576
-    session_timeout_ms: int = 10_000
+    max_event_bytes: _Count = 1_048_576
+    # Heartbeats go every third of it; below a second a busy event loop misses them.
+    session_timeout_ms: Annotated[int, Meta(ge=1_000)] = 10_000
     # Bundles and changelog writes are batched per produce request; 1 MiB amortises broker cost.
-    max_batch_size: int = 1_048_576
+    max_batch_size: _Count = 1_048_576
     # Each write step appends all its records before waiting, so no linger is needed to batch.
-    linger_ms: int = 0
+    linger_ms: _Millis = 0
     # How long a fetch may wait for data. Kafka answers as soon as a record arrives, so this only
     # bounds idle polling; some brokers (Tansu) hold every fetch this long, adding it to latency.
-    fetch_max_wait_ms: int = 10
+    fetch_max_wait_ms: _Millis = 10
     client: dict[str, Any] = msgspec.field(default_factory=dict)
 
     @property
@@ -49,20 +57,22 @@ class StateSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
 
     # Changelog topic per input topic: "<input>.<group_id>.changelog" unless a suffix is given.
     changelog_suffix: str = "changelog"
-    replication_factor: int = 1
+    # CreateTopics carries it as an int16.
+    replication_factor: Annotated[int, Meta(ge=1, le=32_767)] = 1
     # A restore that cannot read its changelog to the end in this long is an error, not a hang.
-    restore_timeout_s: float = 300.0
+    restore_timeout_s: Annotated[float, Meta(gt=0)] = 300.0
     # States, tombstones and offsets are flushed at most this often (bundles go out at once):
     # conversations touched in several batches meanwhile get one state write.
-    commit_interval_ms: int = 100
+    commit_interval_ms: _Millis = 100
     # Fetching pauses while this many events wait to be processed or acknowledged.
-    max_in_flight_events: int = 5_000
+    max_in_flight_events: _Count = 5_000
 
 
 class MetricsSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """Prometheus metrics and health endpoints; off unless a port is given."""
 
-    port: int | None = None
+    # 0 picks a free port (tests); omit the key to turn metrics off.
+    port: Annotated[int, Meta(ge=0, le=65_535)] | None = None
     host: str = "0.0.0.0"  # noqa: S104 - exporters listen on all interfaces in containers
 
 
@@ -76,6 +86,26 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
 
 
 _SECTIONS = ("bundle", "kafka", "state", "metrics")
+_TABLES: dict[str, type[msgspec.Struct]] = {
+    "bundle": BundleConfig,
+    "kafka": KafkaSettings,
+    "state": StateSettings,
+    "metrics": MetricsSettings,
+}
+
+
+@cache
+def config_keys() -> dict[str, Key]:
+    """Every key of the config file by its TOML name, with the type the shell accepts for it."""
+    keys = {key.dotted: key for name, table in _TABLES.items() for key in keys_of(name, table)}
+    preset = Key("bundle", "preset", str, msgspec.inspect.type_info(str), "default")
+    # cl100k_base is the only encoding shipped offline and the one render's segment rule is
+    # proven for, so the key is fixed rather than configurable.
+    fixed = Literal["cl100k_base"]
+    tokenizer = dataclasses.replace(
+        keys["bundle.tokenizer"], annotation=fixed, info=msgspec.inspect.type_info(fixed)
+    )
+    return {"bundle.preset": preset, **keys, "bundle.tokenizer": tokenizer}
 
 
 def load_settings(
@@ -86,6 +116,7 @@ def load_settings(
 ) -> Settings:
     """Read the file, then apply environment variables, then `overrides` ("kafka.group_id": ...)."""
     tables: dict[str, dict[str, Any]] = {name: {} for name in _SECTIONS}
+    sources: dict[str, str] = {}
     if path is not None:
         try:
             document = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -95,12 +126,17 @@ def load_settings(
             raise ConfigError(f"config file {str(path)!r} is not valid TOML: {exc}") from exc
         for name, table in document.items():
             if name not in _SECTIONS or not isinstance(table, dict):
-                raise ConfigError(f"unknown config table [{name}], expected one of {_SECTIONS}")
+                raise ConfigError(
+                    f"unknown config table [{name}]{nearest(name, list(_SECTIONS))}"
+                    f" (tables: {', '.join(_SECTIONS)})"
+                )
             tables[name].update(table)
-    for dotted, value in _from_environment(os.environ if environ is None else environ):
+    for variable, dotted, value in _from_environment(os.environ if environ is None else environ):
         _set(tables, dotted, value)
+        sources[dotted] = variable
     for dotted, value in (overrides or {}).items():
         _set(tables, dotted, value)
+    _check_tables(tables, sources)
     bundle = bundle_config_from_table(tables.pop("bundle"))
     try:
         return msgspec.convert({**tables, "bundle": bundle}, Settings, from_attributes=True)
@@ -108,33 +144,58 @@ def load_settings(
         raise ConfigError(str(exc).replace("`$.", "`")) from exc
 
 
-def _from_environment(environ: Mapping[str, str]) -> list[tuple[str, object]]:
-    found = []
-    for name, raw in sorted(environ.items()):
-        if not name.startswith(ENV_PREFIX):
+def _check_tables(tables: dict[str, dict[str, Any]], sources: Mapping[str, str]) -> None:
+    """Each key known and of its type and range; the message names the key, value and rule."""
+    keys = config_keys()
+    for section, table in tables.items():
+        for name, value in table.items():
+            dotted = f"{section}.{name}"
+            if dotted not in keys:
+                raise ConfigError(f"unknown key `{dotted}`{nearest(dotted, keys)}")
+            check_value(keys[dotted], value, source=sources.get(dotted))
+
+
+@cache
+def env_names() -> dict[str, str]:
+    """Every accepted STREAM_CTX_ variable and the key it sets; [kafka.client] keys are taken
+    as STREAM_CTX_KAFKA_CLIENT_<KEY> and, where no [kafka] key is spelt alike, _KAFKA_<KEY>."""
+    names = {key.env_name: dotted for dotted, key in config_keys().items()}
+    for client_key in sorted(CLIENT_KEYS):
+        dotted = f"kafka.client.{client_key}"
+        names[f"{ENV_PREFIX}KAFKA_CLIENT_{client_key.upper()}"] = dotted
+        names.setdefault(f"{ENV_PREFIX}KAFKA_{client_key.upper()}", dotted)
+    return names
+
+
+def _from_environment(environ: Mapping[str, str]) -> list[tuple[str, str, object]]:
+    """(variable, key, value) for each STREAM_CTX_ variable; an unknown one is an error."""
+    found: list[tuple[str, str, object]] = []
+    names, keys = env_names(), config_keys()
+    for variable, raw in sorted(environ.items()):
+        if not variable.startswith(ENV_PREFIX):
             continue
-        rest = name[len(ENV_PREFIX) :].lower()
-        section, _, key = rest.partition("_")
-        if section in _SECTIONS and key:
-            found.append((f"{section}.{key}", _parse_value(raw)))
+        dotted = names.get(variable)
+        if dotted is None:
+            raise ConfigError(
+                f"unknown environment variable {variable}{nearest(variable, names)}"
+                " (see the config keys in README.md)"
+            )
+        key = keys.get(dotted)
+        if key is not None:
+            found.append((variable, dotted, parse_env(key, raw)))
+        else:  # a [kafka.client] key: aiokafka's *_ms settings are integers, the rest text
+            is_number = dotted.endswith("_ms") and raw.strip().isdigit()
+            found.append((variable, dotted, int(raw) if is_number else raw))
     return found
 
 
-def _parse_value(raw: str) -> object:
-    """Environment values are TOML literals when they parse as one (20, true, ["a"]), else text."""
-    try:
-        return tomllib.loads(f"v = {raw}")["v"]
-    except tomllib.TOMLDecodeError:
-        return raw
-
-
 def _set(tables: dict[str, dict[str, Any]], dotted: str, value: object) -> None:
-    """Set one key; `kafka.client.<key>` (env: STREAM_CTX_KAFKA_CLIENT_<KEY>) merges into the
-    file's [kafka.client] table instead of replacing it."""
+    """Set one key; `kafka.client.<key>` merges into the file's [kafka.client] table instead
+    of replacing it."""
     section, _, key = dotted.partition(".")
     if section not in tables or not key:
         raise ConfigError(f"override {dotted!r} must be <table>.<key> with table in {_SECTIONS}")
-    nested = key.removeprefix("client.").removeprefix("client_")
+    nested = key.removeprefix("client.")
     if section == "kafka" and nested != key:
         client = tables["kafka"].setdefault("client", {})
         if not isinstance(client, dict):
