@@ -1,15 +1,11 @@
-"""Prometheus metrics and health probes, served over HTTP by `run_metrics_server`."""
+"""Prometheus metrics and health state; `stream_ctx.shell.web` serves them over HTTP."""
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable, Iterable
 
-import anyio
-import anyio.abc
 from prometheus_client import (
-    CONTENT_TYPE_LATEST,
     CollectorRegistry,
     Counter,
     Gauge,
@@ -17,20 +13,12 @@ from prometheus_client import (
     generate_latest,
 )
 
-log = logging.getLogger("stream_ctx.metrics")
-
 # Finalize-to-publish is milliseconds when caught up and seconds under backlog.
 _LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 # A restore takes milliseconds for a few conversations, up to `state.restore_timeout_s` (300 s).
 _RESTORE_BUCKETS_S = (0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 _ITEM_OUTCOMES = ("accepted", "rejected", "evicted")
 
-# A probe or scrape request is one short line and a few headers; 8 KiB is what most servers allow.
-_MAX_REQUEST_BYTES = 8192
-# A client that has not sent its request head in this long is dropped, freeing its slot.
-_REQUEST_TIMEOUT_S = 5.0
-# Scrapers and probes open a few connections at a time; more wait rather than pile up tasks.
-_MAX_CONNECTIONS = 16
 # The loop beats at least every poll (100 ms); one batch's acks are bounded by aiokafka's
 # request timeout (40 s), so two minutes without a beat means the loop is stuck.
 _STALE_AFTER_S = 120.0
@@ -192,96 +180,3 @@ class Health:
     @property
     def is_ready(self) -> bool:
         return self._is_ready and self.is_alive
-
-
-async def run_metrics_server(
-    metrics: Metrics,
-    health: Health,
-    *,
-    host: str,
-    port: int,
-    request_timeout_s: float = _REQUEST_TIMEOUT_S,
-    task_status: anyio.abc.TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
-) -> None:
-    """Serve GET /metrics, /healthz and /readyz until cancelled; `port=0` picks a free port."""
-    listener = await anyio.create_tcp_listener(local_host=host, local_port=port)
-    limiter = anyio.CapacityLimiter(_MAX_CONNECTIONS)
-
-    async def handle(stream: anyio.abc.SocketStream) -> None:
-        async with stream:
-            with anyio.move_on_after(request_timeout_s):
-                async with limiter:
-                    try:
-                        head = await _read_head(stream)
-                        await stream.send(_respond(head, metrics, health))
-                    except (anyio.EndOfStream, anyio.BrokenResourceError, OSError) as exc:
-                        log.debug("metrics client went away: %r", exc)
-
-    async with listener:
-        bound = listener.extra(anyio.abc.SocketAttribute.local_port)  # noqa: S610 - anyio, not Django
-        log.info("metrics and health on http://%s:%d/metrics", host, bound)
-        task_status.started(bound)
-        await listener.serve(handle)
-
-
-async def _read_head(stream: anyio.abc.SocketStream) -> bytes | None:
-    """The request line and headers, or None past `_MAX_REQUEST_BYTES`."""
-    received = b""
-    while len(received) <= _MAX_REQUEST_BYTES:  # each receive adds at least one byte
-        for end in (b"\r\n\r\n", b"\n\n"):
-            if end in received:
-                return received[: received.index(end)]
-        received += await stream.receive(_MAX_REQUEST_BYTES)
-    return None
-
-
-def _respond(head: bytes | None, metrics: Metrics, health: Health) -> bytes:
-    if head is None:
-        return _response(431, b"request head too large\n")
-    parts = head.split(b"\n", 1)[0].rstrip(b"\r").split(b" ")
-    if len(parts) != 3 or not parts[2].startswith(b"HTTP/"):
-        return _response(400, b"bad request\n")
-    method, target = parts[0], parts[1].split(b"?", 1)[0]
-    is_head = method == b"HEAD"
-    if method != b"GET" and not is_head:
-        return _response(405, b"method not allowed\n", extra=b"Allow: GET, HEAD\r\n")
-    if target == b"/metrics":
-        return _response(200, metrics.render(), content_type=CONTENT_TYPE_LATEST, is_head=is_head)
-    if target == b"/healthz":
-        is_ok = health.is_alive
-        body = b"ok\n" if is_ok else b"stalled\n"
-    elif target == b"/readyz":
-        is_ok = health.is_ready
-        body = b"ready\n" if is_ok else b"not ready\n"
-    else:
-        return _response(404, b"not found: try /metrics, /healthz or /readyz\n", is_head=is_head)
-    return _response(200 if is_ok else 503, body, is_head=is_head)
-
-
-_TEXT = "text/plain; charset=utf-8"
-_REASONS = {
-    200: "OK",
-    400: "Bad Request",
-    404: "Not Found",
-    405: "Method Not Allowed",
-    431: "Request Header Fields Too Large",
-    503: "Service Unavailable",
-}
-
-
-def _response(
-    status: int,
-    body: bytes,
-    *,
-    content_type: str = _TEXT,
-    extra: bytes = b"",
-    is_head: bool = False,
-) -> bytes:
-    """A complete response; HEAD gets the headers GET would, without the body."""
-    head = (
-        f"HTTP/1.1 {status} {_REASONS[status]}\r\n"
-        f"Content-Type: {content_type}\r\n"
-        f"Content-Length: {len(body)}\r\n"
-        "Connection: close\r\n"
-    ).encode()
-    return head + extra + b"\r\n" + (b"" if is_head else body)

@@ -9,9 +9,9 @@ from functools import partial
 import anyio
 
 from stream_ctx.errors import ShutdownTimeoutError, StreamCtxError
-from stream_ctx.shell.metrics import run_metrics_server
 from stream_ctx.shell.runner import Runner, RunnerStats
 from stream_ctx.shell.settings import Settings
+from stream_ctx.shell.web import http_app, run_http_server
 
 log = logging.getLogger("stream_ctx.service")
 
@@ -38,9 +38,8 @@ async def _supervise(runner: Runner, settings: Settings) -> None:
         tasks.start_soon(_stop_on_signal, runner)
         if settings.metrics.port is not None:
             serve_metrics = partial(
-                run_metrics_server,
-                runner.metrics,
-                runner.health,
+                run_http_server,
+                http_app(runner.metrics, runner.health),
                 host=settings.metrics.host,
                 port=settings.metrics.port,
             )

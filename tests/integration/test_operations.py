@@ -13,8 +13,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from stream_ctx.core.events import Finalize
 from stream_ctx.shell.admin import ClientKwargs
 from stream_ctx.shell.broker import EmbeddedBroker
-from stream_ctx.shell.metrics import run_metrics_server
 from stream_ctx.shell.runner import Runner
+from stream_ctx.shell.web import http_app, run_http_server
 from stream_ctx.workload import WorkloadShape, generate
 from tests.integration.kafka_io import collect, create_input, event_records, produce, settings_for
 
@@ -63,9 +63,8 @@ async def test_metrics_move_and_readiness_waits_for_restore(
     first = Runner(settings)
     with anyio.fail_after(RUN_TIMEOUT_S):
         async with anyio.create_task_group() as tasks:
-            port = await tasks.start(
-                partial(run_metrics_server, first.metrics, first.health, host="127.0.0.1", port=0)
-            )
+            app = http_app(first.metrics, first.health)
+            port = await tasks.start(partial(run_http_server, app, host="127.0.0.1", port=0))
             await tasks.start(first.run)
             await collect(client_kwargs, sink, finalizes, timeout_s=RUN_TIMEOUT_S)
             _, text = await anyio.to_thread.run_sync(_get, port, "/metrics")
@@ -86,9 +85,8 @@ async def test_metrics_move_and_readiness_waits_for_restore(
     seen: list[tuple[int, float]] = []
     with anyio.fail_after(RUN_TIMEOUT_S):
         async with anyio.create_task_group() as tasks:
-            port = await tasks.start(
-                partial(run_metrics_server, second.metrics, second.health, host="127.0.0.1", port=0)
-            )
+            app = http_app(second.metrics, second.health)
+            port = await tasks.start(partial(run_http_server, app, host="127.0.0.1", port=0))
             tasks.start_soon(second.run)
             for _ in range(MAX_POLLS):
                 status, _ = await anyio.to_thread.run_sync(_get, port, "/readyz")

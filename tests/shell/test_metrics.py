@@ -1,4 +1,4 @@
-"""The metrics and health server, scraped over real HTTP on a free local port."""
+"""The metrics and health endpoints, scraped over real HTTP (Hypercorn) on a free local port."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from stream_ctx.core.config import BundleConfig
 from stream_ctx.core.events import Event
 from stream_ctx.core.processor import ContextProcessor
-from stream_ctx.shell.metrics import Health, Metrics, run_metrics_server
+from stream_ctx.shell.metrics import Health, Metrics
+from stream_ctx.shell.web import http_app, run_http_server
 from tests.factories import make_end, make_item, make_retrieval
 
 # Generous: every step is local and takes milliseconds.
@@ -28,18 +29,17 @@ Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 @asynccontextmanager
 async def serving(
-    metrics: Metrics, health: Health, *, request_timeout_s: float = 5.0
+    metrics: Metrics, health: Health, *, idle_timeout_s: float = 5.0
 ) -> AsyncIterator[int]:
     """Run the server on 127.0.0.1 and a free port; yield the port."""
     async with anyio.create_task_group() as tasks:
         port: int = await tasks.start(
             partial(
-                run_metrics_server,
-                metrics,
-                health,
+                run_http_server,
+                http_app(metrics, health),
                 host="127.0.0.1",
                 port=0,
-                request_timeout_s=request_timeout_s,
+                idle_timeout_s=idle_timeout_s,
             )
         )
         try:
@@ -49,7 +49,8 @@ async def serving(
 
 
 async def exchange(port: int, request: bytes) -> tuple[int, dict[str, str], bytes]:
-    """Send raw bytes, read to the server's close, and split status, headers and body."""
+    """Send raw bytes (asking the server to close), read to the close, split status, headers
+    and body."""
     async with await anyio.connect_tcp("127.0.0.1", port) as stream:
         await stream.send(request)
         received = b""
@@ -68,12 +69,16 @@ async def exchange(port: int, request: bytes) -> tuple[int, dict[str, str], byte
 
 
 async def get(port: int, path: str) -> tuple[int, bytes]:
-    status, _, body = await exchange(port, f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    status, _, body = await exchange(
+        port, f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode()
+    )
     return status, body
 
 
 async def scrape(port: int) -> Samples:
-    status, headers, body = await exchange(port, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+    status, headers, body = await exchange(
+        port, b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
     assert status == 200
     assert headers["content-type"].startswith("text/plain")
     assert int(headers["content-length"]) == len(body)
@@ -236,10 +241,15 @@ async def test_unknown_paths_are_404_other_methods_405_and_head_has_no_body() ->
             assert (await get(port, "/metrics/extra"))[0] == 404
             assert (await get(port, "/metrics?name[]=x"))[0] == 200
             status, headers, body = await exchange(
-                port, b"POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n"
+                port,
+                b"POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n"
+                b"Connection: close\r\n\r\n",
             )
-            assert (status, headers["allow"]) == (405, "GET, HEAD")
-            status, headers, body = await exchange(port, b"HEAD /metrics HTTP/1.1\r\n\r\n")
+            assert status == 405
+            assert set(headers["allow"].split(", ")) == {"GET", "HEAD"}
+            status, headers, body = await exchange(
+                port, b"HEAD /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+            )
             assert status == 200
             assert int(headers["content-length"]) > 0
             assert body == b""
@@ -248,9 +258,9 @@ async def test_unknown_paths_are_404_other_methods_405_and_head_has_no_body() ->
 @pytest.mark.parametrize(
     ("request_bytes", "status"),
     [
-        # 8193 bytes, one past the limit, so the server reads them all before answering
-        pytest.param(b"GET /" + b"a" * 8175 + b" HTTP/1.1\r\n\r\n", 431, id="oversized"),
-        pytest.param(b"X-Filler: " + b"b" * 8183, 431, id="oversized-unterminated"),
+        # past the 8 KiB request-head limit: complete (h11 rejects it) or still arriving
+        pytest.param(b"GET /" + b"a" * 8200 + b" HTTP/1.1\r\n\r\n", 400, id="oversized"),
+        pytest.param(b"X-Filler: " + b"b" * 8200, 431, id="oversized-unterminated"),
         pytest.param(b"\x00\xff\xfe garbage\r\n\r\n", 400, id="garbage"),
         pytest.param(b"GET /metrics\r\n\r\n", 400, id="no-version"),
         pytest.param(b"\n\n", 400, id="empty"),
@@ -269,11 +279,11 @@ async def test_bad_requests_get_an_error_and_the_server_keeps_serving(
 
 async def test_idle_client_is_dropped_while_others_are_served() -> None:
     with anyio.fail_after(_TEST_TIMEOUT_S):
-        async with serving(Metrics(), Health(), request_timeout_s=0.2) as port:
+        async with serving(Metrics(), Health(), idle_timeout_s=0.2) as port:
             async with await anyio.connect_tcp("127.0.0.1", port) as idle:
                 assert await get(port, "/healthz") == (200, b"ok\n")
                 with pytest.raises(anyio.EndOfStream):
-                    await idle.receive()  # the server hangs up after request_timeout_s
+                    await idle.receive()  # the server hangs up after idle_timeout_s
 
 
 async def test_a_standard_http_client_reads_metrics_and_probe_statuses() -> None:
