@@ -83,10 +83,16 @@ class EmbeddedBroker:
 
 @asynccontextmanager
 async def embedded_broker(
-    *, ready_timeout_s: float = READY_TIMEOUT_S, advertised_port: int | None = None
+    *,
+    ready_timeout_s: float = READY_TIMEOUT_S,
+    advertised_port: int | None = None,
+    port: int | None = None,
 ) -> AsyncIterator[EmbeddedBroker]:
-    """Run an embedded broker for the duration of the `async with` block (see `start`)."""
-    broker = await _launch(ready_timeout_s=ready_timeout_s, advertised_port=advertised_port)
+    """Run an embedded broker for the duration of the `async with` block (see `start`);
+    on `port` when given (`stream-ctx broker`), else on a free one."""
+    broker = await _launch(
+        ready_timeout_s=ready_timeout_s, advertised_port=advertised_port, port=port
+    )
     try:
         yield broker
     finally:
@@ -95,19 +101,23 @@ async def embedded_broker(
             await anyio.to_thread.run_sync(broker.stop)
 
 
-async def _launch(*, ready_timeout_s: float, advertised_port: int | None) -> EmbeddedBroker:
+async def _launch(
+    *, ready_timeout_s: float, advertised_port: int | None, port: int | None = None
+) -> EmbeddedBroker:
     """Start Tansu, retrying on a fresh port if it exits before answering."""
     binary = _resolve_binary()
+    if port is not None and not _is_free(port):
+        raise BrokerError(f"cannot start the embedded broker: {_HOST}:{port} is already in use")
     workdir = Path(tempfile.mkdtemp(prefix="stream-ctx-tansu-"))
     log_path = workdir / _LOG_NAME
     max_probes = math.ceil(ready_timeout_s / _PROBE_INTERVAL_S) + 1
     try:
         with anyio.fail_after(ready_timeout_s):
             for _ in range(_LAUNCH_ATTEMPTS):
-                process, port = await anyio.to_thread.run_sync(
-                    _spawn, binary, log_path, advertised_port
+                process, bound = await anyio.to_thread.run_sync(
+                    _spawn, binary, log_path, advertised_port, port
                 )
-                broker = EmbeddedBroker(process, port=port, workdir=workdir)
+                broker = EmbeddedBroker(process, port=bound, workdir=workdir)
                 is_ready = False
                 try:
                     is_ready = await _wait_ready(broker, max_probes=max_probes)
@@ -176,10 +186,10 @@ def _resolve_binary() -> str:
 
 
 def _spawn(
-    binary: str, log_path: Path, advertised_port: int | None
+    binary: str, log_path: Path, advertised_port: int | None, port: int | None
 ) -> tuple[subprocess.Popen[bytes], int]:
-    """Start Tansu with in-memory storage on a free port; returns the process and the port."""
-    port = _free_port()
+    """Start Tansu with in-memory storage on `port` (or a free one); returns process and port."""
+    port = _free_port() if port is None else port
     url = f"tcp://{_HOST}:{port}"
     advertised_url = url if advertised_port is None else f"tcp://{_HOST}:{advertised_port}"
     command = [
@@ -211,6 +221,18 @@ def _free_port() -> int:
         sock.bind((_HOST, 0))
         port: int = sock.getsockname()[1]
     return port
+
+
+def _is_free(port: int) -> bool:
+    """Whether `port` on 127.0.0.1 can be bound right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # As servers bind: a port lingering in TIME_WAIT is free for them.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((_HOST, port))
+        except OSError:
+            return False
+    return True
 
 
 def _terminate(process: subprocess.Popen[bytes]) -> None:

@@ -1,34 +1,61 @@
-"""The `stream-ctx` command: replay, run, demo, schema."""
+"""The `stream-ctx` command: replay, run, demo, schema, and the local loop (broker, produce,
+tail)."""
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import logging
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 import anyio
 
 from stream_ctx.errors import StreamCtxError
+from stream_ctx.shell.devbroker import DEFAULT_PORT, run_broker
 from stream_ctx.shell.logs import configure_logging
 from stream_ctx.shell.replay import replay
 from stream_ctx.shell.schema import SCHEMA_NAMES, render_schema
 from stream_ctx.shell.service import serve
-from stream_ctx.shell.settings import load_settings
+from stream_ctx.shell.settings import ENV_PREFIX, load_settings
+
+log = logging.getLogger("stream_ctx.cli")
+_T = TypeVar("_T")
+_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit status."""
     parser = _parser()
     args = parser.parse_args(argv)
+    is_json = bool(getattr(args, "log_json", False))
+    if hasattr(args, "log_level"):
+        configure_logging(json_format=is_json, level=logging.getLevelName(args.log_level))
     try:
         status: int = args.handler(args)
     except StreamCtxError as exc:
-        print(f"stream-ctx: {type(exc).__name__}: {exc}", file=sys.stderr)
+        if is_json:  # the last line is JSON like every other
+            log.error("%s: %s", type(exc).__name__, exc, extra={"error": type(exc).__name__})
+        else:
+            print(f"stream-ctx: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C before a command's own signal handling is in place
+        return 130
     return status
+
+
+def _run_async(function: Callable[[], Awaitable[_T]]) -> _T:
+    """Run a coroutine; a task group's lone StreamCtxError is raised as itself."""
+    try:
+        return anyio.run(function, backend="asyncio")
+    except BaseExceptionGroup as group:
+        if len(group.exceptions) == 1 and isinstance(group.exceptions[0], StreamCtxError):
+            raise group.exceptions[0] from None
+        raise
 
 
 def _replay(args: argparse.Namespace) -> int:
@@ -60,9 +87,87 @@ def _run(args: argparse.Namespace) -> int:
     if args.output_topic:
         overrides["kafka.output_topic"] = args.output_topic
     settings = load_settings(args.config, overrides=overrides)
-    configure_logging(json_format=args.log_json)
-    anyio.run(serve, settings, backend="asyncio")
+    kafka = settings.kafka
+    log.info(
+        "starting stream-ctx %s: brokers %s, input %s, output %s, dead letters %s, group %r;"
+        " config: %s",
+        _version(),
+        ",".join(kafka.servers),
+        ",".join(kafka.input_topics),
+        kafka.output_topic,
+        kafka.dlq_topic,
+        kafka.group_id,
+        _config_source(args.config, [f"--{k.split('.')[1].replace('_', '-')}" for k in overrides]),
+        extra={
+            "brokers": kafka.servers,
+            "input_topics": kafka.input_topics,
+            "output_topic": kafka.output_topic,
+            "dlq_topic": kafka.dlq_topic,
+            "group_id": kafka.group_id,
+        },
+    )
+    _run_async(partial(serve, settings))
     return 0
+
+
+def _config_source(path: Path | None, flags: Sequence[str]) -> str:
+    """Where the settings came from: the file (or the defaults), variables, flags."""
+    parts = [str(path) if path is not None else "built-in defaults"]
+    parts += sorted(name for name in os.environ if name.startswith(ENV_PREFIX))
+    parts += flags
+    return " + ".join(parts)
+
+
+def _broker(args: argparse.Namespace) -> int:
+    settings = load_settings(args.config)
+    run = partial(run_broker, settings, port=args.port, partitions=args.partitions, out=sys.stdout)
+    _run_async(run)
+    return 0
+
+
+def _produce(args: argparse.Namespace) -> int:
+    from stream_ctx.shell.produce import produce_lines
+
+    settings = load_settings(args.config)
+    topic = args.topic or settings.kafka.input_topics[0]
+    try:
+        with Path(args.events).open("rb") as lines:
+            produce = partial(
+                produce_lines, settings, lines, source=args.events, topic=topic, err=sys.stderr
+            )
+            done = _run_async(produce)
+    except OSError as exc:
+        print(f"stream-ctx: cannot read {args.events!r}: {exc.strerror}", file=sys.stderr)
+        return 2
+    print(
+        f"sent {done.sent} event(s) of {done.conversations} conversation(s) to {topic!r}"
+        + (f"; {done.bad} bad line(s) skipped" if done.bad else ""),
+        file=sys.stderr,
+    )
+    return 1 if done.bad else 0
+
+
+def _tail(args: argparse.Namespace) -> int:
+    from stream_ctx.shell.tail import tail_bundles
+
+    settings = load_settings(args.config)
+    tail = partial(
+        tail_bundles,
+        settings,
+        out=sys.stdout,
+        err=sys.stderr,
+        from_beginning=args.from_beginning,
+        max_bundles=args.count,
+    )
+    try:
+        _run_async(tail)
+    except KeyboardInterrupt:  # Ctrl-C is how a tail ends
+        return 0
+    return 0
+
+
+def _version() -> str:
+    return importlib.metadata.version("stream-ctx")
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -83,6 +188,10 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="stream-ctx", description="Turn retrieval events into lossless, token-counted bundles."
     )
+    parser.add_argument("--version", action="version", version=f"stream-ctx {_version()}")
+    logs = argparse.ArgumentParser(add_help=False)
+    logs.add_argument("--log-json", action="store_true", help="one JSON object per log line")
+    logs.add_argument("--log-level", choices=_LEVELS, default="INFO", help="default: INFO")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
     replay_cmd = commands.add_parser(
         "replay", help="run the core over a JSON-lines events file, one bundle per line to stdout"
@@ -91,13 +200,14 @@ def _parser() -> argparse.ArgumentParser:
     replay_cmd.add_argument("events", help="events file (JSON lines), or - for stdin")
     replay_cmd.set_defaults(handler=_replay)
 
-    run_cmd = commands.add_parser("run", help="process events from Kafka until SIGTERM/SIGINT")
+    run_cmd = commands.add_parser(
+        "run", parents=[logs], help="process events from Kafka until SIGTERM/SIGINT"
+    )
     run_cmd.add_argument("--config", type=Path, help="TOML config file")
     run_cmd.add_argument("--bootstrap-servers", help="overrides kafka.bootstrap_servers")
     run_cmd.add_argument("--group-id", help="overrides kafka.group_id")
     run_cmd.add_argument("--input-topic", action="append", help="overrides kafka.input_topics")
     run_cmd.add_argument("--output-topic", help="overrides kafka.output_topic")
-    run_cmd.add_argument("--log-json", action="store_true", help="one JSON object per log line")
     run_cmd.set_defaults(handler=_run)
 
     demo_cmd = commands.add_parser(
@@ -106,6 +216,41 @@ def _parser() -> argparse.ArgumentParser:
     demo_cmd.add_argument("--conversations", type=int, default=24, help="sample size")
     demo_cmd.add_argument("--seed", type=int, default=42, help="sample seed")
     demo_cmd.set_defaults(handler=_demo)
+
+    broker_cmd = commands.add_parser(
+        "broker",
+        parents=[logs],
+        help="run the embedded broker alone, with the config's topics, until Ctrl-C",
+    )
+    broker_cmd.add_argument("--config", type=Path, help="TOML config file (topic names)")
+    broker_cmd.add_argument(
+        "--port",
+        type=int,
+        default=DEFAULT_PORT,
+        help=f"127.0.0.1 port (default {DEFAULT_PORT}; 0: any free one)",
+    )
+    broker_cmd.add_argument(
+        "--partitions", type=int, default=4, help="partitions of the input topics (default 4)"
+    )
+    broker_cmd.set_defaults(handler=_broker)
+
+    produce_cmd = commands.add_parser(
+        "produce", parents=[logs], help="send a JSON-lines events file, keyed by conversation id"
+    )
+    produce_cmd.add_argument("--config", type=Path, help="TOML config file")
+    produce_cmd.add_argument("--topic", help="default: the first of kafka.input_topics")
+    produce_cmd.add_argument("events", help="events file (JSON lines)")
+    produce_cmd.set_defaults(handler=_produce)
+
+    tail_cmd = commands.add_parser(
+        "tail", parents=[logs], help="print bundles from kafka.output_topic as they arrive"
+    )
+    tail_cmd.add_argument("--config", type=Path, help="TOML config file")
+    tail_cmd.add_argument(
+        "--from-beginning", action="store_true", help="start at the oldest bundle, not the next"
+    )
+    tail_cmd.add_argument("--count", type=int, help="exit after this many bundles")
+    tail_cmd.set_defaults(handler=_tail)
 
     schema_cmd = commands.add_parser(
         "schema", help="print the JSON Schema (draft 2020-12) of input events and bundles"

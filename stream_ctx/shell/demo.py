@@ -16,6 +16,7 @@ from stream_ctx.shell.admin import TopicSpec, ensure_topics
 from stream_ctx.shell.broker import embedded_broker
 from stream_ctx.shell.runner import Runner
 from stream_ctx.shell.settings import KafkaSettings, Settings
+from stream_ctx.shell.tail import bundle_line
 from stream_ctx.workload import WorkloadShape, generate
 
 _INPUT, _OUTPUT = "ctx.retrievals", "ctx.bundles"
@@ -89,13 +90,7 @@ async def _show_bundles(client: Mapping[str, str], expected: int, out: TextIO) -
 
 
 def _line(bundle: Bundle, n: int, expected: int) -> str:
-    stats = bundle.stats
-    saved = 1 - stats.tokens_bundle / stats.tokens_naive if stats.tokens_naive else 0.0
-    return (
-        f"[{n:>3}/{expected}] {bundle.bundle_id:<12} {stats.items_included:>2} items "
-        f"{stats.blocks:>3} blocks ({stats.shared_blocks} shared)  tokens "
-        f"{stats.tokens_naive:>5} -> {stats.tokens_bundle:>5}  saved {saved:6.1%}\n"
-    )
+    return f"[{n:>3}/{expected}] {bundle_line(bundle)}"
 
 
 def _summary(received: Sequence[Bundle], expected: int) -> str:

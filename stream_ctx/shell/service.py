@@ -8,7 +8,7 @@ from functools import partial
 
 import anyio
 
-from stream_ctx.errors import ShutdownTimeoutError, StreamCtxError
+from stream_ctx.errors import ConfigError, ShutdownTimeoutError, StreamCtxError
 from stream_ctx.shell.runner import Runner, RunnerStats
 from stream_ctx.shell.settings import Settings
 from stream_ctx.shell.web import http_app, run_http_server
@@ -43,7 +43,14 @@ async def _supervise(runner: Runner, settings: Settings) -> None:
                 host=settings.metrics.host,
                 port=settings.metrics.port,
             )
-            await tasks.start(serve_metrics)
+            try:
+                await tasks.start(serve_metrics)
+            except OSError as exc:
+                # A busy or unbindable port is the operator's to fix: one line, exit 2.
+                raise ConfigError(
+                    f"`metrics.port` {settings.metrics.port} on `metrics.host`"
+                    f" {settings.metrics.host!r} cannot be served: {exc.strerror or exc}"
+                ) from exc
         await tasks.start(_run_then_cancel, runner, tasks.cancel_scope)
 
 

@@ -1,0 +1,57 @@
+"""`stream-ctx broker`: the embedded broker on its own, with the config's topics, until Ctrl-C.
+
+For a local loop that behaves as production does: `run`, `produce` and `tail` then talk to it
+as to any Kafka cluster.
+"""
+
+from __future__ import annotations
+
+import signal
+from typing import TextIO
+
+import anyio
+
+from stream_ctx.errors import BrokerError
+from stream_ctx.shell.admin import TopicSpec, ensure_topics
+from stream_ctx.shell.broker import EmbeddedBroker, embedded_broker
+from stream_ctx.shell.settings import Settings
+from stream_ctx.shell.topology import topics_to_create
+
+__all__ = ("DEFAULT_PORT", "run_broker")
+
+# The port of the default `kafka.bootstrap_servers` (localhost:9092): the other commands need
+# no flag to find it.
+DEFAULT_PORT = 9092
+# How often a broker that died on its own is noticed; it answers Ctrl-C at once regardless.
+_LIVENESS_INTERVAL_S = 0.5
+
+
+async def run_broker(settings: Settings, *, port: int, partitions: int, out: TextIO) -> None:
+    """Start the broker on `port` (0: a free one), create the topics, wait for SIGINT/SIGTERM."""
+    async with embedded_broker(port=port or None) as broker:
+        inputs = {topic: partitions for topic in settings.kafka.input_topics}
+        specs = [TopicSpec(name=topic, partitions=partitions) for topic in inputs]
+        specs += topics_to_create(settings, inputs)
+        await ensure_topics({"bootstrap_servers": broker.bootstrap_servers}, specs)
+        out.write(
+            f"embedded broker (in memory: everything is lost when it stops) on"
+            f" {broker.bootstrap_servers}\n"
+            f"topics: {', '.join(spec.name for spec in specs)}\n"
+            f"bootstrap: {broker.bootstrap_servers}\n"
+            "Ctrl-C stops it\n"
+        )
+        out.flush()
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(_fail_if_it_exits, broker)
+            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                async for signum in signals:
+                    out.write(f"{signal.Signals(signum).name}: stopping the broker\n")
+                    out.flush()
+                    break
+            tasks.cancel_scope.cancel()
+
+
+async def _fail_if_it_exits(broker: EmbeddedBroker) -> None:
+    while broker.is_running:  # noqa: ASYNC110 - a child process's exit sets no event
+        await anyio.sleep(_LIVENESS_INTERVAL_S)
+    raise BrokerError(f"the embedded broker exited on its own; see {broker.log_path}")

@@ -1,0 +1,89 @@
+"""`stream-ctx produce`: a JSON-lines events file onto the input topic, keyed by conversation id.
+
+Every line is checked as the processor would decode it; a bad one is reported as
+`FILE:LINE:COLUMN: message` and skipped, the rest are sent.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TextIO
+
+from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaError
+
+from stream_ctx.core.codec import decode_event
+from stream_ctx.errors import BrokerError, InvalidEventError
+from stream_ctx.shell.admin import partition_counts
+from stream_ctx.shell.connection import client_kwargs
+from stream_ctx.shell.settings import Settings
+
+__all__ = ("Produced", "error_column", "produce_lines")
+
+_BYTE = re.compile(r"\(byte (\d+)\)")
+_PATH_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+@dataclass(frozen=True, slots=True)
+class Produced:
+    """What a `produce` run did: events sent, conversations they belong to, lines refused."""
+
+    sent: int
+    conversations: int
+    bad: int
+
+
+async def produce_lines(
+    settings: Settings, lines: Iterable[bytes], *, source: str, topic: str, err: TextIO
+) -> Produced:
+    """Send each valid line to `topic` (key: its conversation id); report bad lines on `err`."""
+    kwargs = client_kwargs(settings.kafka)
+    await partition_counts(kwargs, [topic])  # a missing topic is an error, not an auto-create
+    producer = AIOKafkaProducer(**kwargs, acks="all", enable_idempotence=False)
+    sent, bad, conversations = [], 0, set()
+    try:
+        await producer.start()
+        for number, line in enumerate(lines, start=1):
+            value = line.rstrip(b"\r\n")
+            if not value.strip():
+                continue
+            try:
+                event = decode_event(value)
+            except InvalidEventError as exc:
+                bad += 1
+                err.write(f"{source}:{number}:{error_column(value, exc)}: {exc}\n")
+                continue
+            conversations.add(event.conversation_id)
+            key = event.conversation_id.encode()
+            sent.append(await producer.send(topic, value, key=key))
+        await producer.flush()
+        for delivery in sent:
+            await delivery
+    except KafkaError as exc:
+        raise BrokerError(f"producing to {topic!r} failed: {exc!r}") from exc
+    finally:
+        await producer.stop()
+    return Produced(sent=len(sent), conversations=len(conversations), bad=bad)
+
+
+def error_column(line: bytes, error: InvalidEventError) -> int:
+    """1-based byte column of a bad line's fault: where the JSON breaks, or the bad field's key."""
+    found = _BYTE.search(str(error))
+    if found:
+        return int(found.group(1)) + 1
+    if error.path in (None, "$"):
+        return len(line) + 1 if "truncated" in str(error) else 1
+    position, skip = 0, 0
+    for name, index in _PATH_PART.findall(error.path.removeprefix("$.")):
+        if index:
+            skip = int(index)
+            continue
+        for _ in range(skip + 1):
+            hit = line.find(b'"%s"' % name.encode(), position)
+            if hit < 0:  # a missing field: the object it belongs in
+                return position + 1
+            position = hit + 1
+        skip = 0
+    return position

@@ -1,0 +1,181 @@
+"""The local loop as a user runs it: `broker`, `run`, `tail` and `produce` as four processes."""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from stream_ctx.core.codec import decode_event
+from stream_ctx.core.events import Finalize
+from stream_ctx.shell.broker import EmbeddedBroker
+from stream_ctx.shell.settings import load_settings
+from tests.integration.kafka_io import create_input
+
+REPO = Path(__file__).resolve().parents[2]
+EVENTS = REPO / "examples" / "events.jsonl"
+STREAM_CTX = Path(sys.executable).parent / "stream-ctx"
+# The broker starts in well under a second; a group's first join takes ~half the session timeout.
+START_TIMEOUT_S = 30.0
+# Joining the group, then processing 44 events.
+BUNDLES_TIMEOUT_S = 60.0
+# Graceful stops: run drains and commits, Tansu takes ~2 s.
+STOP_TIMEOUT_S = 40.0
+
+
+def _environment() -> dict[str, str]:
+    """This environment without STREAM_CTX_ overrides: only the config file configures."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("STREAM_CTX_")}
+
+
+def _start(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [str(STREAM_CTX), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_environment(),
+    )
+
+
+def _stop(process: subprocess.Popen[str], signum: int = signal.SIGINT) -> tuple[int, str, str]:
+    if process.poll() is None:
+        process.send_signal(signum)
+    try:
+        out, err = process.communicate(timeout=STOP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        out, err = process.communicate(timeout=STOP_TIMEOUT_S)
+    return process.returncode, out, err
+
+
+def _read_until(process: subprocess.Popen[str], prefix: str, timeout_s: float) -> list[str]:
+    """Lines of stdout up to and including the first starting with `prefix`."""
+    assert process.stdout is not None
+    received = ""
+    deadline = time.monotonic() + timeout_s
+    with selectors.DefaultSelector() as selector:
+        selector.register(process.stdout, selectors.EVENT_READ)
+        while not any(
+            line.startswith(prefix)
+            for line in received.splitlines(keepends=True)[-2:]
+            if line.endswith("\n")
+        ):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not selector.select(remaining):
+                pytest.fail(f"no {prefix!r} line within {timeout_s} s; got {received!r}")
+            # The raw descriptor: the text wrapper's buffer would hide lines from select().
+            chunk = os.read(process.stdout.fileno(), 4096)
+            if not chunk:
+                pytest.fail(f"exited ({process.wait()}) before {prefix!r}; got {received!r}")
+            received += chunk.decode()
+    lines = received.splitlines()
+    return lines[: next(i for i, line in enumerate(lines) if line.startswith(prefix)) + 1]
+
+
+@pytest.fixture
+def config(tmp_path: Path, unique_topic: object) -> Path:
+    """A config with this test's own topics and group, and a short session timeout."""
+    assert callable(unique_topic)
+    path = tmp_path / "loop.toml"
+    path.write_text(
+        "[kafka]\n"
+        f'input_topics = ["{unique_topic("in")}"]\n'
+        f'output_topic = "{unique_topic("out")}"\n'
+        f'dlq_topic = "{unique_topic("dlq")}"\n'
+        f'group_id = "{unique_topic("group")}"\n'
+        "session_timeout_ms = 6000\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+@pytest.fixture
+def loop_broker(config: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """`stream-ctx broker` on a free port, and the bootstrap address it printed."""
+    process = _start("broker", "--config", str(config), "--port", "0")
+    try:
+        lines = _read_until(process, "bootstrap: ", START_TIMEOUT_S)
+        yield process, lines[-1].removeprefix("bootstrap: ")
+    finally:
+        _stop(process)
+
+
+def _with_servers(config: Path, servers: str) -> Path:
+    path = config.with_name("client.toml")
+    text = config.read_text(encoding="utf-8")
+    path.write_text(text.replace("[kafka]\n", f'[kafka]\nbootstrap_servers = "{servers}"\n'))
+    return path
+
+
+def test_broker_run_produce_tail_give_every_bundle(
+    config: Path, loop_broker: tuple[subprocess.Popen[str], str]
+) -> None:
+    broker, servers = loop_broker
+    client_config = str(_with_servers(config, servers))
+    lines = [line for line in EVENTS.read_bytes().splitlines() if line.strip()]
+    expected = sum(isinstance(decode_event(line), Finalize) for line in lines)
+    runner = _start("run", "--config", client_config)
+    tail = _start("tail", "--config", client_config, "--from-beginning", "--count", str(expected))
+    try:
+        produced = subprocess.run(
+            [str(STREAM_CTX), "produce", "--config", client_config, str(EVENTS)],
+            capture_output=True,
+            text=True,
+            env=_environment(),
+            timeout=START_TIMEOUT_S,
+            check=False,
+        )
+        assert produced.returncode == 0, produced.stderr
+        assert f"sent {len(lines)} event(s) of 4 conversation(s)" in produced.stderr
+        assert expected > 0
+        tail_out, tail_err = tail.communicate(timeout=BUNDLES_TIMEOUT_S)
+    finally:
+        tail_status = _stop(tail)[0]
+        run_status, _, run_err = _stop(runner)
+    assert tail_status == 0, tail_err
+    shown = tail_out.splitlines()
+    assert len(shown) == expected
+    assert all(" items " in line and "saved" in line for line in shown)
+    conversations = {decode_event(line).conversation_id for line in lines}
+    assert {line.split()[0].rpartition(":")[0] for line in shown} == conversations
+    assert run_status == 0, run_err
+    assert f"brokers {servers}" in run_err.splitlines()[0]
+    status, out, _ = _stop(broker)
+    assert status == 0
+    assert out.endswith("SIGINT: stopping the broker\n")
+
+
+async def test_produce_reports_bad_lines_by_line_and_column_and_sends_the_rest(
+    broker: EmbeddedBroker, config: Path, tmp_path: Path
+) -> None:
+    events = tmp_path / "events.jsonl"
+    good = EVENTS.read_text(encoding="utf-8").splitlines()[0]
+    bad_salience = good.replace('"salience":0.', '"salience":7.', 1)
+    events.write_text(f'{good}\n{{"type": "end",\n{bad_salience}\n{good}\n', encoding="utf-8")
+    client_config = str(_with_servers(config, broker.bootstrap_servers))
+    topic = load_settings(config, environ={}).kafka.input_topics[0]
+    command = [str(STREAM_CTX), "produce", "--config", client_config, str(events)]
+
+    # No topic yet: refused, rather than left for the broker to auto-create.
+    missing = await anyio.run_process(command, check=False, env=_environment())
+    assert missing.returncode == 2
+    assert f"input topic {topic!r} does not exist" in missing.stderr.decode()
+
+    await create_input({"bootstrap_servers": broker.bootstrap_servers}, topic, partitions=1)
+    done = await anyio.run_process(command, check=False, env=_environment())
+    err = done.stderr.decode().splitlines()
+    column = bad_salience.index('"salience"') + 1
+    assert err[0] == f"{events}:2:16: invalid JSON: Input data was truncated"
+    assert err[1].startswith(f"{events}:3:{column}: `items[0].salience`: ")
+    assert err[1].endswith(", got 7.78")
+    assert err[2] == f"sent 2 event(s) of 1 conversation(s) to {topic!r}; 2 bad line(s) skipped"
+    assert done.returncode == 1
