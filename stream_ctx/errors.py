@@ -48,3 +48,15 @@ class MissingTopicError(BrokerError):
 
 class ShutdownTimeoutError(StreamCtxError):
     """A graceful shutdown did not finish within its bound and was cut short."""
+
+
+class UndecodableBatchError(StreamCtxError):
+    """A fetched record batch cannot be decompressed or parsed; its partition stops there."""
+
+    def __init__(self, *, topic: str, partition: int, offset: int, codec: str, cause: str) -> None:
+        super().__init__(
+            f"record batch of {topic}/{partition} from offset {offset} cannot be decoded "
+            f"(codec {codec!r}): {cause}; the partition is paused there, nothing past it is "
+            "read or committed until the batch is readable (fix it, then restart)"
+        )
+        self.topic, self.partition, self.offset, self.codec = topic, partition, offset, codec

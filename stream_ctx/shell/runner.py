@@ -46,6 +46,7 @@ from stream_ctx.shell.changelog import (
 )
 from stream_ctx.shell.connection import client_kwargs
 from stream_ctx.shell.dead_letter import send_dead_letter
+from stream_ctx.shell.fetch import DECODE_ERRORS, Batch, fetch_isolating
 from stream_ctx.shell.intake import read_event
 from stream_ctx.shell.metrics import Health, Metrics
 from stream_ctx.shell.recovery import read_changelogs
@@ -139,6 +140,8 @@ class Runner:
         self._processors: dict[TopicPartition, ContextProcessor] = {}
         self._pending_restore: set[TopicPartition] = set()
         self._uncommitted: dict[TopicPartition, int] = {}
+        # Next input offset to process per partition: where a failed fetch rewinds to.
+        self._next_offsets: dict[TopicPartition, int] = {}
         self._pending: dict[TopicPartition, _PendingWrites] = {}
         self._in_flight: list[asyncio.Future[object]] = []
         self._background_flush: asyncio.Future[None] | None = None
@@ -172,6 +175,7 @@ class Runner:
             max_batch_size=kafka.max_batch_size,
             linger_ms=kafka.linger_ms,
             max_request_size=self._max_request_bytes,
+            compression_type=None if kafka.compression_type == "none" else kafka.compression_type,
         )
         restorer = AIOKafkaConsumer(
             **self._kwargs,
@@ -222,6 +226,7 @@ class Runner:
                 for tp in revoked:
                     self._processors.pop(tp, None)
                     self._uncommitted.pop(tp, None)
+                    self._next_offsets.pop(tp, None)
                     self._orphans.pop(tp, None)  # the new owner cleans them up itself
         self.metrics.forget_partitions(revoked)
         self._count_held()
@@ -235,9 +240,7 @@ class Runner:
             if self._pending_restore:
                 await self._restore(set(self._pending_restore))
                 continue
-            batch = await self._kafka.consumer.getmany(
-                timeout_ms=_POLL_MS, max_records=self.settings.state.max_in_flight_events
-            )
+            batch = await self._fetch()
             if not batch:
                 if self._pending or self._in_flight or self._background_flush is not None:
                     async with self._lock:
@@ -249,9 +252,31 @@ class Runner:
                     self._release_idle()
                     next_sweep = time.monotonic() + _SWEEP_INTERVAL_S
 
-    async def _process(
-        self, batch: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]], *, max_bytes: int
-    ) -> None:
+    async def _fetch(self) -> Batch:
+        consumer, limit = self._kafka.consumer, self.settings.state.max_in_flight_events
+        try:
+            batch: Batch = await consumer.getmany(timeout_ms=_POLL_MS, max_records=limit)
+        except DECODE_ERRORS:
+            paused = consumer.paused()
+            positions = {
+                tp: await self._next_offset(tp) for tp in self._processors if tp not in paused
+            }
+            batch, failed = await fetch_isolating(
+                consumer, positions, max_records=limit, timeout_ms=_POLL_MS
+            )
+            for error in failed:
+                log.error("%s", error)
+        return batch
+
+    async def _next_offset(self, tp: TopicPartition) -> int:
+        """The next input offset to process: one past the last processed, else the committed
+        offset, else the start (Kafka resets an offset before the log start to the earliest)."""
+        if tp in self._next_offsets:
+            return self._next_offsets[tp]
+        committed: int | None = await self._kafka.consumer.committed(tp)
+        return committed if committed is not None else 0
+
+    async def _process(self, batch: Batch, *, max_bytes: int) -> None:
         kafka = self.settings.kafka
         sends: list[asyncio.Future[object]] = []
         changes = []
@@ -279,7 +304,7 @@ class Runner:
                         partial(self._observe_published, bundle.stats, record.timestamp)
                     )
                     sends.append(sent)
-            self._uncommitted[tp] = records[-1].offset + 1
+            self._uncommitted[tp] = self._next_offsets[tp] = records[-1].offset + 1
             writes = ChangelogWrites.of(processor.take_changes())
             changes.append((tp, writes))
             outcomes = processor.take_item_outcomes()
