@@ -9,7 +9,7 @@ import msgspec
 from stream_ctx.core.events import RenderOrder
 from stream_ctx.errors import ConfigError
 
-ContextFormat = Literal["compact", "full", "token_optimized"]
+ContextFormat = Literal["lean"]
 # The seed allows the two weights to drift this far from summing to 1.0.
 _WEIGHT_SUM_TOLERANCE = 0.2
 
@@ -23,7 +23,7 @@ class BundleConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     min_salience_threshold: float = 0.2
     recency_half_life_days: float = 30.0
     max_tokens: int | None = None
-    format: ContextFormat = "compact"
+    format: ContextFormat = "lean"
     order: RenderOrder = "priority"
     tokenizer: str = "cl100k_base"
     # A conversation whose next event comes more than this after its previous one starts afresh.

@@ -1,37 +1,23 @@
 """StateDag: items point at shared nodes, attribute values, tags and content blocks, stored once.
 
-Content is cut so that every stretch of text repeated across the included items (overlapping
-neighbour chunks, a passage retrieved twice, a paragraph two documents share) becomes its own
-block wherever it sits. Block ids hash the text, so the same text has the same id in every bundle.
+Content is cut at the edges of every reference the repeat parse found (repeats.py), mirrored into
+every copy, so each repeated stretch is one block wherever it sits. Block ids hash the text, so
+the same text has the same id in every bundle.
 """
 
 from __future__ import annotations
 
 import hashlib
-import re
-from array import array
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
 import msgspec
 
 from stream_ctx.core.accumulator import ContextItem
-from stream_ctx.core.textmatch import common_run, common_run_back
+from stream_ctx.core.repeats import Piece, Ref
 
-# Repeats shorter than this cost more in reference framing (~20 tokens) than they save.
-MIN_SHARED_CHARS = 96
-# Repeats are found through windows of _ANCHOR chars at anchors: word starts whose first
-# character is one of a set that begins about a third of English and code words. The rule is
-# content-defined, so both copies of a repeat have the same anchors whatever their offsets. A
-# repeat is found when an anchor lies inside it: almost surely from about 200 characters,
-# usually from MIN_SHARED_CHARS; a repeat with no such word start (a hex blob) never.
-_ANCHOR = 48
-_ANCHOR_START = re.compile(r"\b[cdeimpruwyCDEIMPRUWY0-4_]")
-# Anchor positions of recently seen texts: windows recur across a conversation's finalizes.
-_ANCHOR_CACHE_LIMIT = 8192
-_anchor_cache: dict[str, array[int]] = {}
 # 48 bits: collision-free in practice for the few thousand blocks a bundle holds.
 _BLOCK_ID_BYTES = 6
 
@@ -65,17 +51,17 @@ class _Match:
 
 @dataclass(frozen=True, slots=True)
 class StateDag:
-    """The dedup graph of one bundle's items, in their given order."""
+    """The dedup graph of one bundle's items, in their rendering order."""
 
     blocks: dict[str, str]
     item_blocks: list[list[str]]
     block_uses: Counter[str]
     shared: list[SharedAttribute]
-    hoisted: frozenset[tuple[str, str, str]]
 
     @classmethod
-    def build(cls, items: Sequence[ContextItem]) -> StateDag:
-        pieces = _cut([item.content for item in items])
+    def build(cls, items: Sequence[ContextItem], parsed: Sequence[Sequence[Piece]]) -> StateDag:
+        """The graph of `items` whose contents parse into `parsed` (parse_repeats)."""
+        pieces = _cut([item.content for item in items], _matches(parsed))
         piece_uses = Counter(piece for item_pieces in pieces for piece in item_pieces)
         pieces = [_merge_single_use(item_pieces, piece_uses) for item_pieces in pieces]
         blocks: dict[str, str] = {}
@@ -88,26 +74,25 @@ class StateDag:
                 ids.append(bid)
             item_blocks.append(ids)
         uses = Counter(bid for ids in item_blocks for bid in ids)
-        shared = _shared_attributes(items)
-        hoisted = frozenset((s.field, s.name, s.value) for s in shared)
-        return cls(blocks, item_blocks, uses, shared, hoisted)
-
-    @classmethod
-    def flat(cls, items: Sequence[ContextItem]) -> StateDag:
-        """The graph of the naive form: each item's content one block, nothing hoisted."""
-        item_blocks = [[block_id(item.content)] if item.content else [] for item in items]
-        blocks = {ids[0]: item.content for item, ids in zip(items, item_blocks, strict=True) if ids}
-        uses = Counter(bid for ids in item_blocks for bid in ids)
-        return cls(blocks, item_blocks, uses, [], frozenset())
-
-    def is_hoisted(self, field: str, name: str, value: str) -> bool:
-        """Whether this attribute value or tag is rendered once in the shared header."""
-        return (field, name, value) in self.hoisted
+        return cls(blocks, item_blocks, uses, _shared_attributes(items))
 
 
-def _cut(texts: list[str]) -> list[list[str]]:
+def _matches(parsed: Sequence[Sequence[Piece]]) -> list[_Match]:
+    """Every reference as a pair of equal stretches: its source and where it is used."""
+    matches = []
+    for n, pieces in enumerate(parsed):
+        pos = 0
+        for piece in pieces:
+            if isinstance(piece, Ref):
+                matches.append(_Match(piece.source, piece.start, n, pos, piece.length))
+                pos += piece.length
+            else:
+                pos += len(piece)
+    return matches
+
+
+def _cut(texts: list[str], matches: list[_Match]) -> list[list[str]]:
     """Split every text at the edges of its repeats, mirrored into every copy until stable."""
-    matches = list(_find_matches(texts))
     cuts = [{0, len(text)} for text in texts]
     for m in matches:
         cuts[m.a].update((m.a_pos, m.a_pos + m.length))
@@ -131,41 +116,6 @@ def _mirror(src: set[int], src_pos: int, dst: set[int], dst_pos: int, length: in
     missing = {dst_pos + c - src_pos for c in src if src_pos < c < src_pos + length} - dst
     dst |= missing
     return bool(missing)
-
-
-def _find_matches(texts: list[str]) -> Iterator[_Match]:
-    """Greedy left-to-right maximal repeats of each text against the texts before it."""
-    index: dict[str, tuple[int, int]] = {}
-    for t, text in enumerate(texts):
-        anchors = _anchors(text)
-        floor = 0
-        for pos in anchors:
-            if pos < floor or not index:
-                continue
-            hit = index.get(text[pos : pos + _ANCHOR])
-            if hit is None:
-                continue
-            src, src_pos = hit
-            source = texts[src]
-            back = common_run_back(text, pos, source, src_pos, limit=pos - floor)
-            ahead = common_run(text, pos, source, src_pos)
-            if back + ahead >= MIN_SHARED_CHARS:
-                yield _Match(src, src_pos - back, t, pos - back, back + ahead)
-                floor = pos + ahead
-        for pos in anchors:
-            index.setdefault(text[pos : pos + _ANCHOR], (t, pos))
-
-
-def _anchors(text: str) -> array[int]:
-    """Anchors with a full window after them; a pure function, memoised."""
-    found = _anchor_cache.get(text)
-    if found is None:
-        if len(_anchor_cache) >= _ANCHOR_CACHE_LIMIT:
-            del _anchor_cache[next(iter(_anchor_cache))]
-        end = max(len(text) - _ANCHOR + 1, 0)
-        found = array("q", [m.start() for m in _ANCHOR_START.finditer(text, 0, end)])
-        _anchor_cache[text] = found
-    return found
 
 
 def _merge_single_use(pieces: list[str], uses: Counter[str]) -> list[str]:

@@ -14,7 +14,13 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from stream_ctx.core.accumulator import AddResult, BundleAccumulator, ContextItem, WindowCounters
+from stream_ctx.core.accumulator import (
+    AddResult,
+    BundleAccumulator,
+    ContextItem,
+    RankedItem,
+    WindowCounters,
+)
 from stream_ctx.core.assembler import Assembly, DagContextAssembler
 from stream_ctx.core.bundle import Bundle, BundleItem, BundleStats
 from stream_ctx.core.config import BundleConfig
@@ -84,6 +90,16 @@ class ItemOutcomes:
             self.evicted += 1
 
 
+@dataclass(frozen=True, slots=True)
+class ItemEvent:
+    """One offered item's outcome and the event that offered it (for an inspector's timeline)."""
+
+    conversation_id: str
+    ts: int
+    position: int
+    result: AddResult
+
+
 @dataclass(slots=True)
 class _Conversation:
     window: BundleAccumulator
@@ -112,6 +128,7 @@ class ContextProcessor:
         *,
         tokenizer: Tokenizer | None = None,
         is_tracking_changes: bool = False,
+        is_recording_items: bool = False,
     ) -> None:
         self.config = config
         self.tokenizer = tokenizer if tokenizer is not None else get_tokenizer(config.tokenizer)
@@ -124,6 +141,7 @@ class ContextProcessor:
         self._is_tracking = is_tracking_changes
         self._changes: dict[str, ConversationChange] = {}
         self._outcomes = ItemOutcomes()
+        self._item_events: list[ItemEvent] | None = [] if is_recording_items else None
 
     def apply(self, event: Event, *, position: int | None = None) -> Bundle | None:
         """Apply one event at `position` (increasing per input; by default one past the last)
@@ -246,6 +264,18 @@ class ContextProcessor:
         outcomes, self._outcomes = self._outcomes, ItemOutcomes()
         return outcomes
 
+    def take_item_events(self) -> list[ItemEvent]:
+        """Each offered item's outcome since the last call, in order; empty unless recording."""
+        if self._item_events is None:
+            return []
+        events, self._item_events = self._item_events, []
+        return events
+
+    def window_of(self, conversation_id: str, *, now_ms: int) -> list[RankedItem] | None:
+        """A loaded conversation's window ranked at `now_ms` (read-only); None if not loaded."""
+        conv = self.conversations.get(conversation_id)
+        return conv.window.ranked(now_ms=now_ms) if conv is not None else None
+
     def take_changes(self) -> list[ConversationChange]:
         """Changes since the last call, one per touched conversation, in first-touch order."""
         changes = list(self._changes.values())
@@ -274,6 +304,10 @@ class ContextProcessor:
             held = window.items.get(offered.id)
             result = window.add(offered, now_ms=event.ts, revision=position)
             self._outcomes.count(result)
+            if self._item_events is not None:
+                self._item_events.append(
+                    ItemEvent(event.conversation_id, event.ts, position, result)
+                )
             if change is None or not result.is_accepted:
                 continue
             if held is not None:
@@ -288,8 +322,10 @@ class ContextProcessor:
         ranked = window.ranked(now_ms=event.ts)
         budget = event.max_tokens if event.max_tokens is not None else self.config.max_tokens
         order = event.order or self.config.order
-        assembler = DagContextAssembler(self.tokenizer, fmt=self.config.format)
-        assembly = assembler.assemble(ranked, max_tokens=budget, order=order)
+        assembly = DagContextAssembler(self.tokenizer).assemble(
+            ranked, max_tokens=budget, order=order
+        )
+        blocks = assembly.blocks_by_id()
         reused = tokens_prefix_reused(
             conv.previous_context, assembly.context, assembly.segments, self.tokenizer
         )
@@ -312,9 +348,9 @@ class ContextProcessor:
                     created_at=r.item.created_at,
                     attributes=r.item.attributes,
                     tags=r.item.tags,
-                    blocks=ids,
+                    blocks=blocks[r.item.id],
                 )
-                for r, ids in zip(assembly.selected, assembly.dag.item_blocks, strict=True)
+                for r in assembly.selected
             ],
             blocks=assembly.dag.blocks,
             shared=assembly.dag.shared,

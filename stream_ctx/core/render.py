@@ -1,164 +1,150 @@
-"""Render items as prompt text in the compact, full or token_optimized format, all lossless.
+"""Render items as prompt text: the lean lossless format, and the fixed naive baseline.
 
-Output is a list of segments (cache key, text) joined where cl100k's pre-tokenizer always splits
-(see tokenizer.py), so token counts add up exactly and are cached per block id. Content
-sits in fences longer than any backtick run it contains; a block used by several items is
-printed once with its id as the fence label and referenced by id where it recurs.
+Lean, one entry per item: a header line `[n] id (kind)` with its attributes (`name=value`) and
+tags (`#tag`), or `[n] id ^k` and only what differs from item k (its kind included); then the
+content, each repeat written as `«k:start+length»` (characters of item k's content); then a
+newline. Content is escaped only where it could be read as framing: `«` is doubled, and a
+backslash goes before a `\\*[digits]` that starts a line. An entry depends only on the entries
+before it, so in `stable` order an item that was sent before renders byte-identically in place.
+
+Both forms are lists of segments (cache key, text) joined where cl100k's pre-tokenizer always
+splits (see tokenizer.py), so a context's count is the sum of its segments' cached counts.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
 
 import msgspec
 
 from stream_ctx.core.accumulator import ContextItem
-from stream_ctx.core.config import ContextFormat
-from stream_ctx.core.dag import SharedAttribute, StateDag, block_id
+from stream_ctx.core.repeats import Piece, Ref
 
 Segment = tuple[Hashable, str]
 
-_PLAIN_ATOM = re.compile(r'[^\s\[\](){}=;,#"@|`\\]+')
-_BACKTICK_RUN = re.compile(r"`+")
-_MIN_FENCE = 3
+READING_GUIDE = (
+    "Retrieved context lists items. `[n] id (kind)` starts item n; `name=value` and `#tag`"
+    " after it are the item's attributes and tags. `[n] id ^k` means: the same kind, attributes"
+    " and tags as item k, except what is written after it (`(kind)` sets the kind, `name=value`"
+    " sets an attribute, `-name` drops one, `#tag` adds a tag, `-#tag` drops one). The item's"
+    " text follows, up to the next `[n]` line. In a text, `«k:s+n»` stands for n characters of"
+    " item k's text, starting at character s (counting from 0): read that text in its place."
+    " `««` is a literal `«`; a backslash before a `[` that starts a line is not part of the"
+    " text.\n"
+)
+"""A constant for a platform's system prompt: how a model reads a lean context."""
 
-
-@dataclass(frozen=True, slots=True)
-class Placed:
-    """An included item, where it is rendered (1-based `number`) and its priority."""
-
-    number: int
-    item: ContextItem
-    priority: float
-    block_ids: Sequence[str]
-
-
-def fence_for(items: Sequence[ContextItem]) -> str:
-    """A backtick fence longer than any backtick run in the content, so no content closes it."""
-    longest = max(
-        (len(run) for item in items for run in _BACKTICK_RUN.findall(item.content)), default=0
-    )
-    return "`" * max(_MIN_FENCE, longest + 1)
+_PLAIN_ATOM = re.compile(r'[^\s\[\](){}=;,#"@|`\\^«»-][^\s\[\](){}=;,#"@|`\\«»]*')
+_LINE_START_LOOKALIKE = re.compile(r"(?<=\n)(?=\\*\[\d+\])")
+_AT_START_LOOKALIKE = re.compile(r"\\*\[\d+\]")
+# Count-cache keys hash the segment text: 128 bits, so no two texts ever share a count.
+_KEY_BYTES = 16
+# Bases are looked for among this many items before: headers stay linear in the window.
+_BASE_WINDOW = 16
 
 
 def atom(text: str) -> str:
-    """A name or value as written in context: bare when unambiguous, else a JSON string."""
+    """A name or value as written in a lean header: bare when unambiguous, else a JSON string."""
     if _PLAIN_ATOM.fullmatch(text):
         return text
     return msgspec.json.encode(text).decode()
 
 
-def render(
-    placed: Sequence[Placed],
-    dag: StateDag | None,
-    *,
-    fmt: ContextFormat,
-    fence: str,
-    is_shared_last: bool = False,
-) -> list[Segment]:
-    """Segments of the context; with `dag=None` the naive form: no hoisting, no shared blocks.
-
-    `is_shared_last` moves the shared attributes after the items, where their changes from one
-    turn to the next do not break the prefix that a prompt cache could reuse.
-    """
+def render_naive(items: Sequence[ContextItem]) -> list[Segment]:
+    """The fixed baseline `tokens_naive` counts: each item as `[n] id (kind) name=value #tag`, a
+    newline, its content and a blank line; values as given, nothing shared."""
     segments: list[Segment] = []
-    if not placed:
-        return segments  # nothing retrieved: an empty context, which fits any budget
-    header = _HEADERS[fmt]
-    if header:
-        segments.append((header, header))
-    shared: list[Segment] = []
-    if dag is not None and dag.shared:
-        numbers = {p.item.id: p.number for p in placed}
-        line = _shared_line(dag.shared, numbers, len(placed), fmt)
-        shared.append((line, line))
-    if not is_shared_last:
-        segments += shared
-    printed: set[str] = set()
-    for p in placed:
-        lead, rest = _item_header(p, dag, fmt)
-        segments += [(lead, lead), (rest, rest)]
-        if dag is None:
-            content = p.item.content
-            if content:
-                text = f"{fence}\n{content}\n{fence}\n"
-                segments.append((("fenced", fence, block_id(content)), text))
-            continue
-        for bid in p.block_ids:
-            if dag.block_uses[bid] == 1:
-                text = f"{fence}\n{dag.blocks[bid]}\n{fence}\n"
-                segments.append((("fenced", fence, bid), text))
-            elif bid in printed:
-                ref = _REPEATS[fmt].format(bid=bid)
-                segments.append((ref, ref))
-            else:
-                printed.add(bid)
-                text = f"{fence}{bid}\n{dag.blocks[bid]}\n{fence}\n"
-                segments.append((("labelled", fence, bid), text))
-    if is_shared_last:
-        segments += shared
+    for number, item in enumerate(items, start=1):
+        header = [f" {item.id} ({item.kind})"]
+        header += [f" {name}={value}" for name, value in item.attributes.items()]
+        header += [f" #{tag}" for tag in item.tags]
+        segments += _entry(number, "".join(header) + f"\n{item.content}\n\n")
     return segments
 
 
-# Constant, so the first line never breaks a prompt-cache prefix.
-_HEADERS: dict[ContextFormat, str] = {
-    "full": "# Retrieved context\n",
-    "compact": "Retrieved context:\n",
-    "token_optimized": "",
-}
-_REPEATS: dict[ContextFormat, str] = {
-    "full": "(the text of block {bid}, shown above, continues here)\n",
-    "compact": "[same as {bid}]\n",
-    "token_optimized": "={bid}\n",
-}
+def render_lean(items: Sequence[ContextItem], parsed: Sequence[Sequence[Piece]]) -> list[Segment]:
+    """The lean context of `items` in this order, their contents parsed by parse_repeats."""
+    segments: list[Segment] = []
+    for n, (item, pieces) in enumerate(zip(items, parsed, strict=True)):
+        header = f" {atom(item.id)}{_metadata(item, items[:n])}\n"
+        segments += _entry(n + 1, header + _body(pieces) + "\n")
+    return segments
 
 
-def _shared_line(
-    shared: Sequence[SharedAttribute], numbers: dict[str, int], total: int, fmt: ContextFormat
-) -> str:
-    parts = []
-    for s in shared:
-        held_by = sorted(numbers[i] for i in s.items)
-        holders = "all" if s.count == total else ",".join(map(str, held_by))
-        parts.append(f"{_attribute(s.field, s.name, s.value)} @{holders}")
-    if fmt == "full":
-        return "Shared by items (@ item numbers):\n" + "".join(f"- {p}\n" for p in parts)
-    if fmt == "compact":
-        return "Shared: " + "; ".join(parts) + "\n"
-    return "shared " + " ".join(parts) + "\n"
+def is_sharing(items: Sequence[ContextItem], parsed: Sequence[Sequence[Piece]]) -> bool:
+    """Whether the lean context shares anything: a repeat or a header that names a base item."""
+    has_ref = any(isinstance(piece, Ref) for pieces in parsed for piece in pieces)
+    return has_ref or any(
+        _best_base(item, items[:n])[0] is not None for n, item in enumerate(items)
+    )
 
 
-def _attribute(field: str, name: str, value: str) -> str:
-    return f"#{atom(value)}" if field == "tags" else f"{atom(name)}={atom(value)}"
+def _entry(number: int, rest: str) -> list[Segment]:
+    """An entry as its lead `[n]` and the rest, which starts with a space: the pre-tokenizer
+    always splits between the two, so the rest's count survives renumbering."""
+    lead = f"[{number}]"
+    key = hashlib.blake2b(rest.encode("utf-8", "surrogatepass"), digest_size=_KEY_BYTES).digest()
+    return [(lead, lead), (key, rest)]
 
 
-def _item_header(p: Placed, dag: StateDag | None, fmt: ContextFormat) -> tuple[str, str]:
-    """The header as its numbered lead ("[3]") and the rest, which starts with a space: the
-    pre-tokenizer always splits between the two, so the rest's count survives renumbering."""
-    item = p.item
-    own = [
-        _attribute("attributes", name, value)
+def _body(pieces: Sequence[Piece]) -> str:
+    out = []
+    is_line_start = True
+    for piece in pieces:
+        if isinstance(piece, Ref):
+            out.append(f"«{piece.source + 1}:{piece.start}+{piece.length}»")
+            is_line_start = False
+            continue
+        text = piece.replace("«", "««")
+        text = _LINE_START_LOOKALIKE.sub("\\\\", text)
+        if is_line_start and _AT_START_LOOKALIKE.match(text):
+            text = "\\" + text
+        out.append(text)
+        is_line_start = text.endswith("\n")
+    return "".join(out)
+
+
+def _metadata(item: ContextItem, earlier: Sequence[ContextItem]) -> str:
+    """The header after the id: kind, attributes and tags in full, or as the shortest difference
+    from a base item (whose kind it keeps unless it writes its own)."""
+    base, diff = _best_base(item, earlier)
+    return diff if base is None else f" ^{base + 1}{diff}"
+
+
+def _best_base(item: ContextItem, earlier: Sequence[ContextItem]) -> tuple[int | None, str]:
+    """The earlier item whose metadata this one's differs least from (the nearest on a tie), if
+    naming it is shorter than writing everything out; only the last _BASE_WINDOW are tried."""
+    best: tuple[int | None, str] = (None, _full(item))
+    best_cost = len(best[1])
+    for k in range(len(earlier) - 1, max(len(earlier) - _BASE_WINDOW, 0) - 1, -1):
+        diff = _difference(item, earlier[k])
+        if diff is not None and len(diff) + len(str(k + 1)) + 2 < best_cost:
+            best, best_cost = (k, diff), len(diff) + len(str(k + 1)) + 2
+    return best
+
+
+def _full(item: ContextItem) -> str:
+    parts = [f" ({atom(item.kind)})"]
+    parts += [f" {atom(name)}={atom(value)}" for name, value in item.attributes.items()]
+    return "".join(parts + [f" #{atom(tag)}" for tag in item.tags])
+
+
+def _difference(item: ContextItem, base: ContextItem) -> str | None:
+    """`item`'s metadata as changes to `base`'s, or None when its tags can't be reached that way
+    (dropping a tag drops every copy; added tags go last)."""
+    parts = [f" ({atom(item.kind)})"] if item.kind != base.kind else []
+    parts += [
+        f" {atom(name)}={atom(value)}"
         for name, value in item.attributes.items()
-        if dag is None or not dag.is_hoisted("attributes", name, value)
+        if base.attributes.get(name) != value
     ]
-    own += [
-        _attribute("tags", "tag", tag)
-        for tag in item.tags
-        if dag is None or not dag.is_hoisted("tags", "tag", tag)
-    ]
-    lead = f"## [{p.number}]" if fmt == "full" else f"[{p.number}]"
-    if fmt == "full":
-        lines = [
-            f" {atom(item.id)}\n",
-            f"kind: {atom(item.kind)}; salience: {item.salience!r}; "
-            f"priority: {p.priority:.4f}; created_at: {item.created_at}\n",
-        ]
-        if own:
-            lines.append(f"attributes: {' '.join(own)}\n")
-        return lead, "".join(lines)
-    if fmt == "compact":
-        tail = f" {' '.join(own)}" if own else ""
-        return lead, f" {atom(item.id)} ({atom(item.kind)}, salience {item.salience!r}){tail}\n"
-    return lead, " " + " ".join([atom(item.id), atom(item.kind), *own]) + "\n"
+    parts += [f" -{atom(name)}" for name in base.attributes if name not in item.attributes]
+    dropped = [tag for tag in dict.fromkeys(base.tags) if tag not in item.tags]
+    kept = [tag for tag in base.tags if tag not in dropped]
+    if item.tags[: len(kept)] != kept:
+        return None
+    parts += [f" -#{atom(tag)}" for tag in dropped]
+    parts += [f" #{atom(tag)}" for tag in item.tags[len(kept) :]]
+    return "".join(parts)

@@ -30,6 +30,7 @@ from aiokafka.errors import (
 )
 from aiokafka.structs import ConsumerRecord, OffsetAndMetadata, TopicPartition
 
+from stream_ctx.core.accumulator import RankedItem
 from stream_ctx.core.bundle import Bundle, BundleStats
 from stream_ctx.core.codec import encode_bundle
 from stream_ctx.core.events import Event
@@ -47,6 +48,7 @@ from stream_ctx.shell.changelog import (
 from stream_ctx.shell.connection import client_kwargs
 from stream_ctx.shell.dead_letter import send_dead_letter
 from stream_ctx.shell.fetch import DECODE_ERRORS, Batch, fetch_isolating
+from stream_ctx.shell.inspector.history import History
 from stream_ctx.shell.intake import read_event
 from stream_ctx.shell.metrics import Health, Metrics
 from stream_ctx.shell.recovery import read_changelogs
@@ -128,9 +130,15 @@ class Runner:
     """One processor instance; `run` until `stop` is set, then drain, commit and leave."""
 
     def __init__(
-        self, settings: Settings, *, metrics: Metrics | None = None, health: Health | None = None
+        self,
+        settings: Settings,
+        *,
+        metrics: Metrics | None = None,
+        health: Health | None = None,
+        history: History | None = None,
     ) -> None:
         self.settings = settings
+        self.history = history  # fed only when an inspector reads it
         self.stats = RunnerStats()
         self.metrics = metrics if metrics is not None else Metrics()
         self.health = health if health is not None else Health()
@@ -294,6 +302,7 @@ class Runner:
                     sends.append(await self._dead_letter(record, exc))
                     continue
                 if bundle is not None:
+                    self._inspect(tp, processor, bundle)
                     self.stats.bundles += 1
                     sent = await self._kafka.producer.send(
                         kafka.output_topic,
@@ -308,6 +317,7 @@ class Runner:
             writes = ChangelogWrites.of(processor.take_changes())
             changes.append((tp, writes))
             outcomes = processor.take_item_outcomes()
+            self._inspect(tp, processor, None)
             self.metrics.items(
                 accepted=outcomes.accepted, rejected=outcomes.rejected, evicted=outcomes.evicted
             )
@@ -395,6 +405,27 @@ class Runner:
             latency_s=(time.time() * 1000 - finalized_ms) / 1000,
         )
 
+    def window_of(self, conversation_id: str) -> tuple[list[RankedItem], int] | None:
+        """A held conversation's window ranked at its partition's stream time, and that time."""
+        for processor in self._processors.values():
+            now_ms = processor.stream_time_ms
+            ranked = processor.window_of(conversation_id, now_ms=now_ms)
+            if ranked is not None:
+                return ranked, now_ms
+        return None
+
+    def _inspect(
+        self, tp: TopicPartition, processor: ContextProcessor, bundle: Bundle | None
+    ) -> None:
+        """Feed the inspector's history: item outcomes so far, then the bundle they led to."""
+        if self.history is None:
+            return
+        source = f"{tp.topic}/{tp.partition}"
+        self.history.record_items(source, processor.take_item_events())
+        if bundle is not None:
+            window = processor.window_of(bundle.conversation_id, now_ms=bundle.ts) or []
+            self.history.record_bundle(source, bundle, [r.item.id for r in window])
+
     def _count_held(self) -> None:
         self.metrics.conversations_held(sum(p.held for p in self._processors.values()))
 
@@ -463,7 +494,11 @@ class Runner:
         for tp, state in restored.items():
             if tp not in self._pending_restore:
                 continue
-            processor = ContextProcessor(self.settings.bundle, is_tracking_changes=True)
+            processor = ContextProcessor(
+                self.settings.bundle,
+                is_tracking_changes=True,
+                is_recording_items=self.history is not None,
+            )
             for cid, group in state.grouped().items():
                 processor.restore_lazily(cid, partial(self._load, tp, cid, group))
                 conversations += 1

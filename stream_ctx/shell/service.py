@@ -11,7 +11,7 @@ import anyio
 from stream_ctx.errors import ConfigError, ShutdownTimeoutError, StreamCtxError
 from stream_ctx.shell.runner import Runner, RunnerStats
 from stream_ctx.shell.settings import Settings
-from stream_ctx.shell.web import http_app, run_http_server
+from stream_ctx.shell.web import new_history, run_http_server, runner_app
 
 log = logging.getLogger("stream_ctx.service")
 
@@ -22,7 +22,7 @@ SHUTDOWN_BOUND_S = 30.0
 
 async def serve(settings: Settings) -> RunnerStats:
     """Run until SIGTERM or SIGINT, then drain, publish, commit and return."""
-    runner = Runner(settings)
+    runner = Runner(settings, history=new_history(settings.metrics))
     try:
         await _supervise(runner, settings)
     except BaseExceptionGroup as group:
@@ -39,7 +39,7 @@ async def _supervise(runner: Runner, settings: Settings) -> None:
         if settings.metrics.port is not None:
             serve_metrics = partial(
                 run_http_server,
-                http_app(runner.metrics, runner.health),
+                runner_app(runner),
                 host=settings.metrics.host,
                 port=settings.metrics.port,
             )

@@ -72,11 +72,21 @@ class StateSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
 
 
 class MetricsSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Prometheus metrics and health endpoints; off unless a port is given."""
+    """The HTTP server: Prometheus metrics, health probes and the inspector; off unless a port
+    is given."""
 
     # 0 picks a free port (tests); omit the key to turn metrics off.
     port: Annotated[int, Meta(ge=0, le=65_535)] | None = None
-    host: str = "0.0.0.0"  # noqa: S104 - exporters listen on all interfaces in containers
+    # Loopback unless configured: containers set 0.0.0.0 to be scraped.
+    host: str = "127.0.0.1"
+    # The live inspector (pages under /inspect) shows conversation content: bound anywhere but
+    # loopback it demands `inspector_token` as a bearer token (probes and metrics stay open).
+    inspector: bool = False
+    inspector_token: str | None = None
+    # Kept per conversation for the inspector: the last item outcomes and bundles.
+    history_events: Annotated[int, Meta(ge=1)] = 200
+    history_bundles: Annotated[int, Meta(ge=1)] = 10
+    history_conversations: Annotated[int, Meta(ge=1)] = 1000
 
 
 class Settings(msgspec.Struct, frozen=True, kw_only=True):

@@ -147,11 +147,11 @@ def test_cli_replay_with_preset_and_override(
     tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]
 ) -> None:
     config = tmp_path / "replay.toml"
-    config.write_text('[bundle]\npreset = "comprehensive"\nmax_items = 3\nformat = "full"\n')
+    config.write_text('[bundle]\npreset = "comprehensive"\nmax_items = 3\norder = "stable"\n')
     status, out, _ = _replay(capsysbinary, "--config", str(config), str(SAMPLE))
     assert status == 0
     for bundle in _bundles(out):
-        assert (bundle.stats.max_items, bundle.format) == (3, "full")
+        assert (bundle.stats.max_items, bundle.order) == (3, "stable")
         assert len(bundle.items) <= 3
 
 

@@ -1,4 +1,4 @@
-"""StateDag of issue 2: lossless, content-addressed blocks; repeats shared; attributes hoisted."""
+"""StateDag: lossless, content-addressed blocks cut at every repeat; shared attributes listed."""
 
 from __future__ import annotations
 
@@ -12,7 +12,12 @@ from hypothesis import strategies as st
 
 from stream_ctx.core.accumulator import ContextItem
 from stream_ctx.core.dag import SharedAttribute, StateDag, block_id
+from stream_ctx.core.repeats import parse_repeats
 from tests.factories import make_context_item, odd_text
+
+
+def _build(items: list[ContextItem]) -> StateDag:
+    return StateDag.build(items, parse_repeats([item.content for item in items]))
 
 
 def _items(contents: list[str]) -> list[ContextItem]:
@@ -72,20 +77,20 @@ def overlapping_contents(draw: st.DrawFn) -> list[str]:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(overlapping_contents())
 def test_dag_round_trip_is_lossless_for_overlapping_odd_text(contents: list[str]) -> None:
-    _assert_well_formed(StateDag.build(_items(contents)), contents)
+    _assert_well_formed(_build(_items(contents)), contents)
 
 
 @settings(max_examples=100, deadline=None)
 @given(st.lists(odd_text(), max_size=5))
 def test_dag_round_trip_is_lossless_for_unrelated_odd_text(contents: list[str]) -> None:
-    _assert_well_formed(StateDag.build(_items(contents)), contents)
+    _assert_well_formed(_build(_items(contents)), contents)
 
 
 def test_dag_empty_and_single_items() -> None:
-    _assert_well_formed(StateDag.build([]), [])
-    _assert_well_formed(StateDag.build(_items([""])), [""])
-    _assert_well_formed(StateDag.build(_items(["\n"])), ["\n"])
-    _assert_well_formed(StateDag.build(_items(["", "x", ""])), ["", "x", ""])
+    _assert_well_formed(_build([]), [])
+    _assert_well_formed(_build(_items([""])), [""])
+    _assert_well_formed(_build(_items(["\n"])), ["\n"])
+    _assert_well_formed(_build(_items(["", "x", ""])), ["", "x", ""])
 
 
 # Repeats are found through content-defined anchors (dag.py): a repeat of MIN_SHARED_CHARS is
@@ -97,7 +102,7 @@ SURE_REPEAT = 250
 def test_dag_neighbour_chunks_share_their_overlap_block() -> None:
     text = _random_prose(1, 1000)
     contents = [text[0:500], text[250:750], text[500:1000]]
-    dag = StateDag.build(_items(contents))
+    dag = _build(_items(contents))
     _assert_well_formed(dag, contents)
     first, second, third = dag.item_blocks
     assert first[-1] == second[0]
@@ -119,7 +124,7 @@ def test_dag_neighbour_overlap_is_one_shared_block(seed: int, size: int, overlap
     text = _random_prose(seed, 2 * size)
     start = size - overlap
     contents = [text[:size], text[start : start + size]]
-    dag = StateDag.build(_items(contents))
+    dag = _build(_items(contents))
     _assert_well_formed(dag, contents)
     shared = dag.item_blocks[0][-1]
     assert shared == dag.item_blocks[1][0]
@@ -149,7 +154,7 @@ def test_dag_passage_inside_two_documents_becomes_shared(
     passage = rng_text[:passage_len]
     a = rng_text[600 : 600 + heads[0]] + passage + rng_text[900 : 900 + tails[0]]
     b = rng_text[1200 : 1200 + heads[1]] + passage + rng_text[1500 : 1500 + tails[1]]
-    dag = StateDag.build(_items([a, b]))
+    dag = _build(_items([a, b]))
     _assert_well_formed(dag, [a, b])
     cover_a, cover_b = _shared_cover(dag, 0, 1), _shared_cover(dag, 1, 0)
     assert all(cover_a[heads[0] : heads[0] + passage_len])
@@ -158,7 +163,7 @@ def test_dag_passage_inside_two_documents_becomes_shared(
 
 def test_dag_same_passage_retrieved_twice_is_one_block() -> None:
     text = _random_prose(7, 300)
-    dag = StateDag.build(_items([text, text, text]))
+    dag = _build(_items([text, text, text]))
     _assert_well_formed(dag, [text] * 3)
     assert dag.item_blocks == [[block_id(text)]] * 3
     assert dag.block_uses[block_id(text)] == 3
@@ -167,7 +172,7 @@ def test_dag_same_passage_retrieved_twice_is_one_block() -> None:
 def test_dag_short_repeats_stay_inline() -> None:
     # Repeats shorter than the sharing threshold cost more in references than they save.
     contents = ["hello world, short", "short hello world"]
-    dag = StateDag.build(_items(contents))
+    dag = _build(_items(contents))
     _assert_well_formed(dag, contents)
     assert all(uses == 1 for uses in dag.block_uses.values())
 
@@ -175,12 +180,12 @@ def test_dag_short_repeats_stay_inline() -> None:
 def test_dag_block_ids_are_content_addressed_across_builds() -> None:
     prose = _random_prose(3, 1200)
     passage = prose[: SURE_REPEAT + 50]
-    first = StateDag.build(
+    first = _build(
         _items(
             ["A" + prose[300:400] + "A" + passage + "C", "B" + prose[500:600] + "B" + passage + "D"]
         )
     )
-    second = StateDag.build(_items([passage, "X" + prose[700:800] + "X" + passage]))
+    second = _build(_items([passage, "X" + prose[700:800] + "X" + passage]))
     assert first.blocks[block_id(passage)] == passage
     assert second.blocks[block_id(passage)] == passage
     assert block_id(passage) in first.item_blocks[0]
@@ -204,7 +209,7 @@ def test_block_id_is_stable_across_processes() -> None:
     assert block_id(text) != block_id(text + " ")
 
 
-# Attribute and tag hoisting ----------------------------------------------------------------------
+# Shared attributes and tags ----------------------------------------------------------------------
 
 
 def _three_items() -> list[ContextItem]:
@@ -224,34 +229,29 @@ def _three_items() -> list[ContextItem]:
     ]
 
 
-def test_dag_hoists_value_held_by_two_of_three_items() -> None:
-    dag = StateDag.build(_three_items())
+def test_dag_lists_value_held_by_two_of_three_items() -> None:
+    dag = _build(_three_items())
     by_key = {(s.field, s.name, s.value): s for s in dag.shared}
     rust = by_key[("attributes", "language", "rust")]
     assert (rust.count, rust.items) == (2, ["x", "y"])
     auth = by_key[("tags", "tag", "auth")]
     assert (auth.count, auth.items) == (3, ["x", "y", "z"])
-    assert dag.is_hoisted("attributes", "language", "rust")
-    assert dag.is_hoisted("tags", "tag", "auth")
 
 
-def test_dag_does_not_hoist_values_held_by_one_item() -> None:
-    dag = StateDag.build(_three_items())
+def test_dag_does_not_list_values_held_by_one_item() -> None:
+    dag = _build(_three_items())
     keys = {(s.field, s.name, s.value) for s in dag.shared}
     assert keys == {("attributes", "language", "rust"), ("tags", "tag", "auth")}
-    assert not dag.is_hoisted("attributes", "language", "go")
-    assert not dag.is_hoisted("attributes", "domain", "cli")
-    assert not dag.is_hoisted("tags", "tag", "db")
 
 
-def test_dag_one_outlier_does_not_stop_hoisting() -> None:
+def test_dag_one_outlier_does_not_stop_sharing() -> None:
     items = [
         make_context_item(
             id=f"i{n}", content=str(n), attributes={"language": "go" if n == 4 else "rust"}
         )
         for n in range(5)
     ]
-    dag = StateDag.build(items)
+    dag = _build(items)
     assert dag.shared == [
         SharedAttribute(
             field="attributes",
@@ -265,7 +265,7 @@ def test_dag_one_outlier_does_not_stop_hoisting() -> None:
 
 def test_dag_duplicate_tags_on_one_item_are_not_shared() -> None:
     items = [make_context_item(id="a", tags=["t", "t"]), make_context_item(id="b", tags=[])]
-    assert StateDag.build(items).shared == []
+    assert _build(items).shared == []
 
 
 def test_dag_build_is_deterministic() -> None:
@@ -279,7 +279,7 @@ def test_dag_build_is_deterministic() -> None:
         )
         for n in range(4)
     ]
-    first, second = StateDag.build(items), StateDag.build(list(items))
+    first, second = _build(items), _build(list(items))
     assert first == second
     assert list(first.blocks) == list(second.blocks)
     assert [s.value for s in first.shared] == [s.value for s in second.shared]

@@ -1,29 +1,23 @@
-"""Rendering of issue 2: all three formats are lossless, read back from the context string alone.
-
-`_parse` below knows only the documented syntax (render.py's module docstring): a header line,
-a shared line whose entries end in `@<item numbers>` or `@all`, one header per item, fenced
-blocks (labelled with their block id when several items use them) and repeat references. Names
-and values are bare atoms or JSON strings.
-"""
+"""The lean format of issue 9: lossless from the context alone, every repeat shared, prefix-stable,
+escaped only where content looks like framing; and the fixed naive baseline."""
 
 from __future__ import annotations
 
-import json
-import re
-from collections import Counter
-from dataclasses import dataclass, field
+import random
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from stream_ctx.core.accumulator import ContextItem
-from stream_ctx.core.config import BundleConfig, ContextFormat
-from stream_ctx.core.dag import StateDag, block_id
-from stream_ctx.core.events import RenderOrder, RetrievedItem
+from stream_ctx.core.config import BundleConfig
+from stream_ctx.core.events import RenderOrder
 from stream_ctx.core.processor import ContextProcessor
-from stream_ctx.core.render import Placed, atom, fence_for, render
+from stream_ctx.core.reader import ReadItem, read_context
+from stream_ctx.core.render import READING_GUIDE, atom, render_lean, render_naive
+from stream_ctx.core.repeats import parse_repeats
 from stream_ctx.core.scoring import rank_key
+from stream_ctx.core.tokenizer import get_tokenizer
 from tests.factories import (
     DAY_MS,
     T0,
@@ -34,297 +28,55 @@ from tests.factories import (
     odd_text,
     retrieved_from,
 )
+from tests.repeat_check import repeated_stretches
 
-FORMATS: tuple[ContextFormat, ...] = ("compact", "full", "token_optimized")
-
-_BARE = re.compile(r'[^\s\[\](){}=;,#"@|`\\]+')
-_NUMBER = re.compile(r"[-+0-9.eEinfa]+")
-_INT = re.compile(r"-?[0-9]+")
-_BID = re.compile(r"b[0-9a-f]+")
-_HOLDERS = re.compile(r"all|[0-9]+(?:,[0-9]+)*")
-_JSON = json.JSONDecoder()
+ORDERS: tuple[RenderOrder, ...] = ("priority", "stable", "edges")
 
 
-@dataclass
-class ParsedItem:
-    number: int
-    id: str
-    kind: str
-    salience: float | None = None
-    created_at: int | None = None
-    content: str = ""
-    attributes: dict[str, str] = field(default_factory=dict)
-    tags: set[str] = field(default_factory=set)
+def _lean(items: list[ContextItem]) -> str:
+    parsed = parse_repeats([item.content for item in items])
+    return "".join(text for _, text in render_lean(items, parsed))
 
 
-@dataclass
-class ParsedContext:
-    items: list[ParsedItem]
-    labelled: dict[str, str]
-    blocks_printed: int
-    # Hoisted entries: (field, name, value) -> the item numbers holding it.
-    shared: dict[tuple[str, str, str], list[int]] = field(default_factory=dict)
+def _naive(items: list[ContextItem]) -> str:
+    return "".join(text for _, text in render_naive(items))
 
 
-class _Reader:
-    """A cursor over the context with one method per syntactic element."""
-
-    def __init__(self, text: str) -> None:
-        self.s = text
-        self.pos = 0
-
-    def at_end(self) -> bool:
-        return self.pos >= len(self.s)
-
-    def peek(self, literal: str) -> bool:
-        return self.s.startswith(literal, self.pos)
-
-    def expect(self, literal: str) -> None:
-        assert self.peek(literal), f"expected {literal!r} at {self.s[self.pos : self.pos + 60]!r}"
-        self.pos += len(literal)
-
-    def regex(self, pattern: re.Pattern[str]) -> str:
-        found = pattern.match(self.s, self.pos)
-        assert found, f"expected {pattern.pattern} at {self.s[self.pos : self.pos + 60]!r}"
-        self.pos = found.end()
-        return found.group()
-
-    def atom(self) -> str:
-        if self.peek('"'):
-            value, self.pos = _JSON.raw_decode(self.s, self.pos)
-            assert isinstance(value, str)
-            return value
-        return self.regex(_BARE)
-
-    def attribute(self) -> tuple[str, str, str]:
-        if self.peek("#"):
-            self.pos += 1
-            return ("tags", "tag", self.atom())
-        name = self.atom()
-        self.expect("=")
-        return ("attributes", name, self.atom())
-
-    def shared_entry(self) -> tuple[tuple[str, str, str], str]:
-        attribute = self.attribute()
-        self.expect(" @")
-        return attribute, self.regex(_HOLDERS)
-
-    def fenced_block(self) -> tuple[str, str]:
-        """`(label, text)` of a fenced block; the closing fence is the first fence-only line."""
-        fence = self.regex(re.compile(r"`+"))
-        label = self.regex(re.compile(r"[^\n]*"))
-        self.expect("\n")
-        end = self.s.index(f"\n{fence}\n", self.pos)
-        text = self.s[self.pos : end]
-        self.pos = end + len(fence) + 2
-        return label, text
-
-
-_SHARED_OPENERS = {
-    "full": "Shared by items (@ item numbers):\n",
-    "compact": "Shared: ",
-    "token_optimized": "shared ",
-}
-_ITEM_OPENER = re.compile(r"\[[0-9]+\] ")
-
-
-def _shared_section(r: _Reader, fmt: ContextFormat) -> list[tuple[tuple[str, str, str], str]]:
-    """The shared attributes line(s), or nothing when the cursor is not at them."""
-    if not r.peek(_SHARED_OPENERS[fmt]):
-        return []
-    r.expect(_SHARED_OPENERS[fmt])
-    entries = []
-    if fmt == "full":
-        while r.peek("- "):
-            r.expect("- ")
-            entries.append(r.shared_entry())
-            r.expect("\n")
-        assert entries
-        return entries
-    separator = "; " if fmt == "compact" else " "
-    entries.append(r.shared_entry())
-    while r.peek(separator):
-        r.expect(separator)
-        entries.append(r.shared_entry())
-    r.expect("\n")
-    return entries
-
-
-def _at_item(r: _Reader, fmt: ContextFormat) -> bool:
-    if fmt == "full":
-        return r.peek("## [")
-    return _ITEM_OPENER.match(r.s, r.pos) is not None
-
-
-def _parse(context: str, fmt: ContextFormat) -> ParsedContext:
-    r = _Reader(context)
-    if fmt != "token_optimized" and context:
-        # A constant title line ("Retrieved context:"); its wording is not part of the syntax.
-        title = r.regex(re.compile(r"[^\n]*\n"))
-        assert not title.startswith(("[", "## [", "Shared", "`"))
-    # The shared attributes sit before the items, or after them (prompt-cache friendly).
-    shared = _shared_section(r, fmt)
-
-    items: list[ParsedItem] = []
-    labelled: dict[str, str] = {}
-    printed = 0
-    while not r.at_end() and _at_item(r, fmt):
-        item = _item_header(r, fmt)
-        assert item.number == len(items) + 1
-        while not r.at_end():
-            if r.peek("`"):
-                label, text = r.fenced_block()
-                printed += 1
-                if label:
-                    assert _BID.fullmatch(label)
-                    assert label not in labelled, f"block {label} printed twice"
-                    labelled[label] = text
-                item.content += text
-                continue
-            ref = _repeat(r, fmt)
-            if ref is None:
-                break
-            item.content += labelled[ref]
-        items.append(item)
-    if not shared:
-        shared = _shared_section(r, fmt)
-    assert r.at_end(), f"unparsed context: {r.s[r.pos : r.pos + 80]!r}"
-
-    hoisted: dict[tuple[str, str, str], list[int]] = {}
-    for attribute, holders in shared:
-        assert attribute not in hoisted, f"{attribute} hoisted twice"
-        numbers = (
-            list(range(1, len(items) + 1))
-            if holders == "all"
-            else [int(n) for n in holders.split(",")]
-        )
-        hoisted[attribute] = numbers
-        kind, name, value = attribute
-        for number in numbers:
-            holder = items[number - 1]
-            if kind == "tags":
-                holder.tags.add(value)
-            else:
-                assert name not in holder.attributes
-                holder.attributes[name] = value
-    return ParsedContext(items, labelled, printed, hoisted)
-
-
-def _own_attributes(r: _Reader, item: ParsedItem, *, separator: str = " ") -> None:
-    while r.peek(separator) and not r.peek("\n"):
-        r.expect(separator)
-        kind, name, value = r.attribute()
-        if kind == "tags":
-            item.tags.add(value)
-        else:
-            assert name not in item.attributes
-            item.attributes[name] = value
-
-
-def _item_header(r: _Reader, fmt: ContextFormat) -> ParsedItem:
-    if fmt == "full":
-        r.expect("## [")
-        number = int(r.regex(_INT))
-        r.expect("] ")
-        ident = r.atom()
-        r.expect("\nkind: ")
-        kind = r.atom()
-        r.expect("; salience: ")
-        salience = float(r.regex(_NUMBER))
-        r.expect("; priority: ")
-        r.regex(_NUMBER)
-        r.expect("; created_at: ")
-        created_at = int(r.regex(_INT))
-        r.expect("\n")
-        item = ParsedItem(number, ident, kind, salience, created_at)
-        if r.peek("attributes: "):
-            r.expect("attributes:")
-            _own_attributes(r, item)
-            assert item.attributes or item.tags
-            r.expect("\n")
-        return item
-    r.expect("[")
-    number = int(r.regex(_INT))
-    r.expect("] ")
-    ident = r.atom()
-    if fmt == "compact":
-        r.expect(" (")
-        kind = r.atom()
-        r.expect(", salience ")
-        item = ParsedItem(number, ident, kind, float(r.regex(_NUMBER)))
-        r.expect(")")
-    else:
-        r.expect(" ")
-        item = ParsedItem(number, ident, r.atom())
-    _own_attributes(r, item)
-    r.expect("\n")
-    return item
-
-
-def _repeat(r: _Reader, fmt: ContextFormat) -> str | None:
-    """The block id of a repeat reference at the cursor, or None when there is none."""
-    prefix, suffix = {
-        "compact": ("[same as ", "]\n"),
-        "full": ("(the text of block ", ", shown above, continues here)\n"),
-        "token_optimized": ("=", "\n"),
-    }[fmt]
-    if not r.peek(prefix):
-        return None
-    r.expect(prefix)
-    bid = r.regex(_BID)
-    r.expect(suffix)
-    return bid
-
-
-def _assert_matches(parsed: ParsedContext, items: list[ContextItem], fmt: ContextFormat) -> None:
-    assert len(parsed.items) == len(items)
-    for got, want in zip(parsed.items, items, strict=True):
+def _assert_reads_back(read: list[ReadItem], items: list[ContextItem]) -> None:
+    assert [r.number for r in read] == list(range(1, len(items) + 1))
+    for got, want in zip(read, items, strict=True):
         assert (got.id, got.kind, got.content) == (want.id, want.kind, want.content)
         assert got.attributes == want.attributes
-        assert got.tags == set(want.tags)
-        if fmt != "token_optimized":
-            assert got.salience == want.salience
-        if fmt == "full":
-            assert got.created_at == want.created_at
-
-
-def _placed(items: list[ContextItem], dag: StateDag) -> list[Placed]:
-    return [
-        Placed(n, item, 0.5, ids)
-        for n, (item, ids) in enumerate(zip(items, dag.item_blocks, strict=True), start=1)
-    ]
-
-
-def _context(items: list[ContextItem], fmt: ContextFormat, *, is_naive: bool = False) -> str:
-    dag = StateDag.build(items)
-    segments = render(
-        _placed(items, dag), None if is_naive else dag, fmt=fmt, fence=fence_for(items)
-    )
-    return "".join(text for _, text in segments)
+        assert got.tags == want.tags
 
 
 # Strategies --------------------------------------------------------------------------------------
 
-_WORDS = ("rust", "go", "web-api", "a b", "", "all", "1,2", '"q"', "x=y", "#t", "@3", "k;v", "é")
+_WORDS = ("rust", "go", "web-api", "a b", "", "all", "1,2", '"q"', "x=y", "#t", "^2", "-x", "é")
 _atoms = st.sampled_from(_WORDS) | odd_text(max_pieces=3)
+_VOCABULARY = (
+    "the token cache rejects expired JWTs under load retry when a key rotates clients must refresh"
+).split()
 
 
-def _prose(seed: int) -> str:
-    words = ("the", "token", "cache", "rejects", "expired", "JWTs", "under", "load", "retry")
-    return " ".join(
-        words[(seed * 7 + n * n * 13 + n) % len(words)] + str((seed + n) % 97) for n in range(120)
-    )
+def _prose(seed: int, words: int = 120) -> str:
+    rng = random.Random(seed)
+    return " ".join(rng.choice(_VOCABULARY) + str(rng.randrange(97)) for _ in range(words))
 
 
 @st.composite
 def window_items(draw: st.DrawFn, *, max_items: int = 5) -> list[ContextItem]:
-    """Items whose contents overlap (slices of one text, an inserted passage) with odd text."""
+    """Items whose contents overlap (slices of one text, an inserted passage), in odd text, with
+    metadata drawn from look-alikes of the framing."""
     prose = st.integers(0, 999).map(_prose) | st.just("")
     base = draw(odd_text(max_pieces=20)) + draw(prose) + draw(odd_text(max_pieces=20))
     passage = draw(odd_text(max_pieces=8)) + draw(prose)[:150] + draw(odd_text(max_pieces=8))
-    prefixes = st.sampled_from(["ep-", "a", "x y ", "[1]", "c:0/"]) | odd_text(max_pieces=3)
+    prefixes = st.sampled_from(["ep-", "a", "x y ", "[1]", "c:0/", "^", "-"]) | odd_text(
+        max_pieces=3
+    )
     ids = [f"{draw(prefixes)}{n}" for n in range(draw(st.integers(0, max_items)))]
     assume(len(set(ids)) == len(ids))
+    shared_attributes = draw(st.dictionaries(_atoms, _atoms, max_size=3))
     items = []
     for n, item_id in enumerate(ids):
         start = draw(st.integers(0, len(base)))
@@ -332,6 +84,9 @@ def window_items(draw: st.DrawFn, *, max_items: int = 5) -> list[ContextItem]:
         if draw(st.booleans()):
             at = draw(st.integers(0, len(text)))
             text = text[:at] + passage + text[at:]
+        attributes = draw(st.dictionaries(_atoms, _atoms, max_size=3))
+        if draw(st.booleans()):
+            attributes = shared_attributes | attributes
         items.append(
             make_context_item(
                 id=item_id,
@@ -339,7 +94,7 @@ def window_items(draw: st.DrawFn, *, max_items: int = 5) -> list[ContextItem]:
                 salience=draw(st.sampled_from([0.0, 0.5, 1.0, 1e-05]) | st.floats(0, 1)),
                 created_at=T0 - draw(st.integers(-DAY_MS, 90 * DAY_MS)),
                 content=text,
-                attributes=draw(st.dictionaries(_atoms, _atoms, max_size=3)),
+                attributes=attributes,
                 tags=draw(st.lists(_atoms, max_size=3)),
                 entered=n,
             )
@@ -347,74 +102,114 @@ def window_items(draw: st.DrawFn, *, max_items: int = 5) -> list[ContextItem]:
     return items
 
 
-# Tests -------------------------------------------------------------------------------------------
+@st.composite
+def planted_repeats(draw: st.DrawFn) -> list[str]:
+    """Unrelated texts with stretches of one planted into others at random offsets: inside words,
+    at text starts and ends, several times, across three or more texts."""
+    count = draw(st.integers(3, 6))
+    texts = [_prose(draw(st.integers(0, 10_000)), draw(st.integers(0, 60))) for _ in range(count)]
+    for _ in range(draw(st.integers(1, 6))):
+        source = draw(st.integers(0, count - 1))
+        if len(texts[source]) < 40:
+            continue
+        start = draw(st.integers(0, len(texts[source]) - 32))
+        stretch = texts[source][start : start + draw(st.integers(32, 200))]
+        for target in draw(st.lists(st.integers(0, count - 1), min_size=1, max_size=4)):
+            at = draw(st.sampled_from([0, len(texts[target])]) | st.integers(0, len(texts[target])))
+            texts[target] = texts[target][:at] + stretch + texts[target][at:]
+    return texts
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# Lossless ----------------------------------------------------------------------------------------
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(items=window_items())
-def test_render_is_lossless_from_context_alone(
-    fmt: ContextFormat, items: list[ContextItem]
-) -> None:
-    context = _context(items, fmt)
-    parsed = _parse(context, fmt)
-    _assert_matches(parsed, items, fmt)
-    dag = StateDag.build(items)
-    # Every block once: single-use blocks inline, multi-use blocks labelled once then referenced.
-    assert parsed.blocks_printed == len(dag.blocks)
-    assert set(parsed.labelled) == {b for b, uses in dag.block_uses.items() if uses > 1}
-    fence = fence_for(items)
-    for bid, text in parsed.labelled.items():
-        assert bid == block_id(text)
-        assert context.count(f"{fence}{bid}\n{text}\n{fence}\n") == 1
+def test_lean_context_reads_back_every_item_exactly(items: list[ContextItem]) -> None:
+    _assert_reads_back(read_context(_lean(items)), items)
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(items=window_items())
-def test_naive_render_is_lossless_from_context_alone(
-    fmt: ContextFormat, items: list[ContextItem]
-) -> None:
-    parsed = _parse(_context(items, fmt, is_naive=True), fmt)
-    _assert_matches(parsed, items, fmt)
-    assert parsed.labelled == {}
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(texts=planted_repeats())
+def test_no_qualifying_repeat_survives_and_context_reads_back(texts: list[str]) -> None:
+    items = [make_context_item(id=f"d{n}", content=t, entered=n) for n, t in enumerate(texts)]
+    context = _lean(items)
+    assert repeated_stretches(context) == []
+    _assert_reads_back(read_context(context), items)
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
-def test_render_hoists_shared_attribute_with_item_numbers(fmt: ContextFormat) -> None:
+def test_repeat_inside_one_item_and_periodic_runs_are_shared() -> None:
+    passage = "clients must refresh before the grace hour ends, "
     items = [
-        make_context_item(id="x", content="one", attributes={"language": "rust"}, tags=["auth"]),
-        make_context_item(id="y", content="two", attributes={"language": "go"}, tags=["auth"]),
-        make_context_item(id="z", content="three", attributes={"language": "rust"}, tags=["auth"]),
+        make_context_item(id="a", content="start " + passage + "middle " + passage + "end"),
+        make_context_item(id="b", content="one two three four five " * 8),
     ]
-    context = _context(items, fmt)
-    assert context.count("language=rust") == 1
-    assert "language=rust @1,3" in context
-    assert "#auth @all" in context
-    assert context.count("language=go") == 1
-    _assert_matches(_parse(context, fmt), items, fmt)
-
-
-@pytest.mark.parametrize("fmt", FORMATS)
-def test_render_prints_shared_block_once_and_references_it(fmt: ContextFormat) -> None:
-    passage = _prose(5)[:300]
-    items = [
-        make_context_item(id="a", content="Intro A. " + passage + " Outro A."),
-        make_context_item(id="b", content="Intro B! " + passage + " Outro B!"),
-    ]
-    context = _context(items, fmt)
-    parsed = _parse(context, fmt)
-    _assert_matches(parsed, items, fmt)
-    assert len(parsed.labelled) == 1
+    context = _lean(items)
     assert context.count(passage) == 1
+    assert context.count("one two three four five") == 1
+    assert repeated_stretches(context) == []
+    _assert_reads_back(read_context(context), items)
 
 
-def test_render_fence_outruns_backticks_in_content() -> None:
-    items = [make_context_item(content="a ``` b"), make_context_item(id="b", content="`````x")]
-    assert fence_for(items) == "``````"
-    assert fence_for([make_context_item(content="plain")]) == "```"
-    context = _context(items, "compact")
-    _assert_matches(_parse(context, "compact"), items, "compact")
+def test_neighbour_chunks_share_their_overlap_as_one_short_reference() -> None:
+    text = _prose(7, 200)
+    first, second = text[:800], text[640:1440]
+    items = [
+        make_context_item(id="doc:1", content=first),
+        make_context_item(id="doc:2", content=second),
+    ]
+    context = _lean(items)
+    assert f"\n[2] doc:2 ^1\n«1:640+160»{text[800:1440]}\n" in context
+
+
+def test_short_repeats_and_repeats_of_few_words_stay_written() -> None:
+    items = [
+        make_context_item(id="a", content="the cache rejects tokens. " + "=" * 60),
+        make_context_item(id="b", content="the cache rejects tokens! " + "=" * 60),
+    ]
+    context = _lean(items)
+    assert "«" not in context
+    _assert_reads_back(read_context(context), items)
+
+
+# Framing ----------------------------------------------------------------------------------------
+
+
+def test_plain_prose_has_no_fences_or_escapes() -> None:
+    items = [make_context_item(id="a", content="Plain prose, with [brackets] and a \\ backslash.")]
+    assert _lean(items) == "[1] a (chunk)\nPlain prose, with [brackets] and a \\ backslash.\n"
+
+
+@pytest.mark.parametrize(
+    ("content", "written"),
+    [
+        ("x\n[2] y (chunk)\n", "x\n\\[2] y (chunk)\n"),
+        ("[7] starts like a header", "\\[7] starts like a header"),
+        ("x\n\\[3] already escaped", "x\n\\\\[3] already escaped"),
+        ("a «1:0+3» look-alike «", "a ««1:0+3» look-alike ««"),
+    ],
+)
+def test_content_that_looks_like_framing_is_escaped(content: str, written: str) -> None:
+    items = [make_context_item(id="a", content=content)]
+    context = _lean(items)
+    assert context == f"[1] a (chunk)\n{written}\n"
+    _assert_reads_back(read_context(context), items)
+
+
+def test_header_names_a_base_and_writes_only_what_differs() -> None:
+    source = {"source": "numpy/linalg/_linalg.py", "section": "Notes"}
+    items = [
+        make_context_item(id="a", content="one", attributes=source, tags=["numpy", "linalg"]),
+        make_context_item(id="b", content="two", attributes=source, tags=["numpy", "linalg"]),
+        make_context_item(
+            id="c", content="three", attributes=source | {"section": "Examples"}, tags=["numpy"]
+        ),
+    ]
+    context = _lean(items)
+    assert context.count("numpy/linalg/_linalg.py") == 1
+    assert "[2] b ^1\n" in context
+    assert "[3] c ^2 section=Examples -#linalg\n" in context
+    _assert_reads_back(read_context(context), items)
 
 
 @pytest.mark.parametrize(
@@ -426,129 +221,132 @@ def test_render_fence_outruns_backticks_in_content() -> None:
         ("", '""'),
         ("x=y", '"x=y"'),
         ("line\nbreak", '"line\\nbreak"'),
-        ("@1", '"@1"'),
         ("#t", '"#t"'),
+        ("-x", '"-x"'),
+        ("^1", '"^1"'),
+        ("«", '"«"'),
     ],
 )
 def test_atom_is_bare_only_when_unambiguous(text: str, expected: str) -> None:
     assert atom(text) == expected
 
 
-@settings(max_examples=200, deadline=None)
-@given(odd_text(max_pieces=6))
-def test_atom_reads_back(text: str) -> None:
-    r = _Reader(atom(text) + "\n")
-    assert r.atom() == text
-    assert r.peek("\n")
+def test_reading_guide_names_every_construct() -> None:
+    constructs = ("[n] id (kind)", "[n] id ^k", "name=value", "-name", "-#tag", "«k:s+n»", "««")
+    for construct in constructs:
+        assert construct in READING_GUIDE
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
+# Prefix stability --------------------------------------------------------------------------------
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(items=window_items(max_items=6), cut=st.integers(0, 6))
+def test_an_entry_depends_only_on_the_entries_before_it(items: list[ContextItem], cut: int) -> None:
+    before = _lean(items[:cut])
+    assert _lean(items).startswith(before)
+
+
+def test_stable_order_renders_an_unchanged_item_identically_in_the_next_bundle() -> None:
+    text = _prose(3, 300)
+    processor = ContextProcessor(BundleConfig(order="stable", max_items=3))
+    first = [
+        make_item(id="doc:1", content=text[:700], salience=0.9, attributes={"source": "doc"}),
+        make_item(id="doc:2", content=text[560:1260], salience=0.8, attributes={"source": "doc"}),
+    ]
+    processor.apply(make_retrieval(items=first), position=1)
+    one = processor.apply(make_finalize(ts=T0 + 1), position=2)
+    # The neighbour before doc:1 arrives, and doc:2 is retrieved again with a higher salience.
+    again = [
+        make_item(id="doc:0", content=text[:140] + _prose(4, 100), salience=0.7),
+        make_item(id="doc:2", content=text[560:1260], salience=0.95, attributes={"source": "doc"}),
+    ]
+    processor.apply(make_retrieval(ts=T0 + 2, items=again), position=3)
+    two = processor.apply(make_finalize(ts=T0 + 3), position=4)
+    assert one is not None and two is not None
+    assert two.context.startswith(one.context)
+    assert two.stats.tokens_prefix_reused == one.stats.tokens_bundle
+
+
+# Naive baseline ---------------------------------------------------------------------------------
+
+
+def test_naive_baseline_is_the_documented_text() -> None:
+    items = [
+        make_context_item(id="a", kind="doc", content="x", attributes={"b": "2", "a": "1 1"}),
+        make_context_item(id="b", content="y\n", tags=["t", "u"]),
+    ]
+    assert _naive(items) == "[1] a (doc) b=2 a=1 1\nx\n\n[2] b (chunk) #t #u\ny\n\n\n"
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(items=window_items(max_items=4))
+def test_tokens_naive_is_the_count_of_the_baseline_text(items: list[ContextItem]) -> None:
+    processor = ContextProcessor(BundleConfig(min_salience_threshold=0.0, max_items=10))
+    processor.apply(make_retrieval(items=[retrieved_from(i) for i in items]), position=1)
+    bundle = processor.apply(make_finalize(ts=T0 + 1), position=2)
+    assert bundle is not None
+    by_id = {i.id: i for i in items}
+    included = [by_id[entry.id] for entry in bundle.items]
+    tokenizer = get_tokenizer()
+    assert bundle.stats.tokens_naive == tokenizer.count(_naive(included))
+    assert bundle.stats.tokens_bundle == tokenizer.count(bundle.context)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(texts=planted_repeats(), order=st.sampled_from(ORDERS))
+def test_bundle_never_costs_more_than_naive_on_prose(texts: list[str], order: RenderOrder) -> None:
+    processor = ContextProcessor(BundleConfig(order=order))
+    offered = [
+        make_item(id=f"d{n}", content=t, attributes={"src": "x"}) for n, t in enumerate(texts)
+    ]
+    processor.apply(make_retrieval(items=offered), position=1)
+    bundle = processor.apply(make_finalize(ts=T0 + 1), position=2)
+    assert bundle is not None
+    assert bundle.stats.tokens_bundle <= bundle.stats.tokens_naive
+
+
+# Bundles -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("order", ORDERS)
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(items=window_items(max_items=4), budget=st.none() | st.integers(50, 3000))
 def test_bundle_context_reads_back_as_bundle_items(
-    fmt: ContextFormat, items: list[ContextItem], budget: int | None
+    order: RenderOrder, items: list[ContextItem], budget: int | None
 ) -> None:
-    processor = ContextProcessor(BundleConfig(format=fmt, min_salience_threshold=0.0))
-    offered = [retrieved_from(i) for i in items]
-    processor.apply(make_retrieval(items=offered), position=1)
+    processor = ContextProcessor(BundleConfig(order=order, min_salience_threshold=0.0))
+    processor.apply(make_retrieval(items=[retrieved_from(i) for i in items]), position=1)
     bundle = processor.apply(make_finalize(ts=T0 + 1, max_tokens=budget), position=2)
     assert bundle is not None
-    parsed = _parse(bundle.context, fmt)
-    assert len(parsed.items) == len(bundle.items)
-    for got, want in zip(parsed.items, bundle.items, strict=True):
-        assert (got.id, got.kind) == (want.id, want.kind)
-        assert got.content == "".join(bundle.blocks[b] for b in want.blocks)
-        assert got.attributes == want.attributes
-        assert got.tags == set(want.tags)
+    keys = [rank_key(i.priority, i.salience, i.created_at, i.id) for i in bundle.items]
+    assert keys == sorted(keys)
+    read = {r.id: r for r in read_context(bundle.context)}
+    assert set(read) == {entry.id for entry in bundle.items}
     by_id = {i.id: i for i in items}
     for entry in bundle.items:
-        assert "".join(bundle.blocks[b] for b in entry.blocks) == by_id[entry.id].content
+        got = read[entry.id]
+        assert got.content == "".join(bundle.blocks[b] for b in entry.blocks)
+        assert got.content == by_id[entry.id].content
+        assert (got.kind, got.attributes, got.tags) == (entry.kind, entry.attributes, entry.tags)
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
-def test_bundle_shared_attributes_are_the_ones_context_hoists(fmt: ContextFormat) -> None:
-    # Two items with one common tag: hoisting "#x" costs more tokens than repeating it.
-    processor = ContextProcessor(BundleConfig(format=fmt))
+def test_bundle_lists_shared_attributes_with_their_holders() -> None:
+    processor = ContextProcessor(BundleConfig())
     items = [
-        make_item(id="a", tags=["x"], content="one", created_at=T0),
-        make_item(id="b", tags=["x"], content="two", created_at=T0),
+        make_item(id="a", tags=["x"], attributes={"lang": "go"}, content="one", created_at=T0),
+        make_item(id="b", tags=["x"], attributes={"lang": "rs"}, content="two", created_at=T0),
     ]
     processor.apply(make_retrieval(items=items), position=1)
     bundle = processor.apply(make_finalize(ts=T0 + 1), position=2)
     assert bundle is not None
-    parsed = _parse(bundle.context, fmt)
-    numbers = {item.id: n for n, item in enumerate(bundle.items, start=1)}
-    # The issue: context holds each shared attribute once; `shared` says which those are.
-    assert {(s.field, s.name, s.value): [numbers[i] for i in s.items] for s in bundle.shared} == (
-        parsed.shared
-    )
+    assert [(s.field, s.value, sorted(s.items)) for s in bundle.shared] == [
+        ("tags", "x", ["a", "b"])
+    ]
 
 
-_PASSAGE = _prose(1)[:300]
-_plain_items = st.lists(
-    st.builds(
-        make_item,
-        id=st.sampled_from(["a", "b", "c", "d"]),
-        salience=st.sampled_from([0.3, 0.6, 0.9]),
-        created_at=st.just(T0),
-        content=st.sampled_from(["t", "", _PASSAGE, "intro " + _PASSAGE, _PASSAGE[:150] + "!"]),
-        attributes=st.dictionaries(st.sampled_from(["lang", "os"]), st.sampled_from(["go", "rs"])),
-        tags=st.lists(st.sampled_from(["x", "y"]), max_size=2),
-    ),
-    max_size=4,
-)
-
-
-@pytest.mark.parametrize("fmt", FORMATS)
-@settings(max_examples=40, deadline=None)
-@given(items=_plain_items)
-def test_bundle_context_prints_each_bundle_block_once(
-    fmt: ContextFormat, items: list[RetrievedItem]
-) -> None:
-    processor = ContextProcessor(BundleConfig(format=fmt))
-    processor.apply(make_retrieval(items=items), position=1)
-    bundle = processor.apply(make_finalize(ts=T0 + 1), position=2)
-    assert bundle is not None
-    parsed = _parse(bundle.context, fmt)
-    uses = Counter(b for item in bundle.items for b in item.blocks)
-    if not bundle.stats.deduplicated:
-        # Sharing did not pay: the naive form, one fenced block per non-empty item, which the
-        # bundle describes as such. Two items with the same short text then print it twice:
-        # the issue's "every block once" yields to "tokens_bundle <= tokens_naive".
-        assert bundle.shared == []
-        assert parsed.labelled == {}
-        assert all(len(item.blocks) <= 1 for item in bundle.items)
-        assert parsed.blocks_printed == sum(uses.values())
-        return
-    # The issue: context holds every block of every included item exactly once.
-    assert set(parsed.labelled) == {b for b, n in uses.items() if n > 1}
-    assert parsed.blocks_printed == len(uses)
-
-
-@pytest.mark.parametrize("order", ["priority", "stable", "edges"])
-@pytest.mark.parametrize("fmt", FORMATS)
-@settings(max_examples=15, deadline=None)
-@given(items=_plain_items, budget=st.none() | st.integers(30, 400))
-def test_bundle_in_every_order_lists_items_by_priority_and_reads_back(
-    order: RenderOrder, fmt: ContextFormat, items: list[RetrievedItem], budget: int | None
-) -> None:
-    processor = ContextProcessor(BundleConfig(format=fmt, order=order))
-    processor.apply(make_retrieval(items=items[:2]), position=1)
-    processor.apply(make_retrieval(ts=T0 + 1, items=items[2:]), position=2)
-    bundle = processor.apply(make_finalize(ts=T0 + 2, max_tokens=budget), position=3)
-    assert bundle is not None
-    assert bundle.order == order
-    keys = [rank_key(i.priority, i.salience, i.created_at, i.id) for i in bundle.items]
-    assert keys == sorted(keys)
-    reference = ContextProcessor(BundleConfig(format=fmt))
-    reference.apply(make_retrieval(items=items[:2]), position=1)
-    reference.apply(make_retrieval(ts=T0 + 1, items=items[2:]), position=2)
-    by_priority = reference.apply(make_finalize(ts=T0 + 2, max_tokens=budget), position=3)
-    assert by_priority is not None
-    assert [i.id for i in bundle.items] == [i.id for i in by_priority.items]
-    parsed = {p.id: p for p in _parse(bundle.context, fmt).items}
-    assert set(parsed) == {i.id for i in bundle.items}
-    for entry in bundle.items:
-        got = parsed[entry.id]
-        assert got.content == "".join(bundle.blocks[b] for b in entry.blocks)
-        assert (got.attributes, got.tags) == (entry.attributes, set(entry.tags))
+def test_repeat_check_finds_what_the_rule_forbids() -> None:
+    stretch = "when a key rotates, clients must"
+    assert stretch in repeated_stretches(f"x{stretch}y{stretch}z")
+    assert repeated_stretches(f"x{stretch[:-1]}y{stretch[:-1]}z") == []
+    assert repeated_stretches("= " * 40) == []

@@ -6,10 +6,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stream_ctx.core.config import BundleConfig, ContextFormat
-from stream_ctx.core.dag import StateDag
+from stream_ctx.core.config import BundleConfig
 from stream_ctx.core.processor import ContextProcessor
-from stream_ctx.core.render import Placed, fence_for, render
+from stream_ctx.core.render import render_lean, render_naive
+from stream_ctx.core.repeats import parse_repeats
 from stream_ctx.core.tokenizer import TiktokenTokenizer, get_tokenizer
 from stream_ctx.errors import ConfigError
 from tests.factories import (
@@ -22,7 +22,6 @@ from tests.factories import (
     odd_text,
 )
 
-FORMATS: tuple[ContextFormat, ...] = ("compact", "full", "token_optimized")
 _tokenizer = get_tokenizer("cl100k_base")
 
 
@@ -46,9 +45,9 @@ def test_unknown_tokenizer_is_a_config_error() -> None:
 
 def test_count_segment_is_cached_and_equals_count() -> None:
     tok = TiktokenTokenizer()
-    text = "```\nsome block text\n```\n"
-    assert tok.count_segment(("block", "```", "b1"), text) == tok.count(text)
-    assert tok.count_segment(("block", "```", "b1"), text) == tok.count(text)
+    text = " a (chunk)\nsome block text\n"
+    assert tok.count_segment(b"key", text) == tok.count(text)
+    assert tok.count_segment(b"key", "a different text under the same key") == tok.count(text)
 
 
 def test_get_tokenizer_is_shared() -> None:
@@ -57,8 +56,7 @@ def test_get_tokenizer_is_shared() -> None:
 
 @st.composite
 def rendered_segments(draw: st.DrawFn) -> list[str]:
-    """Segments exactly as render() emits them, over items with hostile text."""
-    fmt = draw(st.sampled_from(FORMATS))
+    """Segments exactly as render_lean() and render_naive() emit them, over hostile text."""
     contents = draw(st.lists(odd_text(max_pieces=25), max_size=4))
     passage = draw(odd_text(max_pieces=10)) + "shared passage words " * 6
     items = []
@@ -76,13 +74,10 @@ def rendered_segments(draw: st.DrawFn) -> list[str]:
                 tags=draw(st.lists(st.sampled_from(["t", "\n", "<|endoftext|>"]), max_size=2)),
             )
         )
-    dag = StateDag.build(items)
-    placed = [
-        Placed(n, item, 0.5, ids)
-        for n, (item, ids) in enumerate(zip(items, dag.item_blocks, strict=True), start=1)
-    ]
-    is_naive = draw(st.booleans())
-    segments = render(placed, None if is_naive else dag, fmt=fmt, fence=fence_for(items))
+    if draw(st.booleans()):
+        segments = render_naive(items)
+    else:
+        segments = render_lean(items, parse_repeats([item.content for item in items]))
     return [text for _, text in segments]
 
 
@@ -93,7 +88,7 @@ def test_context_count_is_sum_of_rendered_segment_counts(texts: list[str]) -> No
 
 
 # The rendering contract: a segment starts with a non-whitespace character and ends with "\n",
-# except an item header, cut into its number ("[3]", "## [3]") and the rest, which starts " ".
+# except an entry, cut into its number ("[3]") and the rest, which starts " ".
 _ODD_CHAR = st.text(st.characters(exclude_categories=["Cs"]), max_size=4)
 _body = st.lists(st.sampled_from(ODD_FRAGMENTS) | _ODD_CHAR, max_size=15).map("".join)
 _end = st.sampled_from(["", " ", "\r", "\t", "  ", "\n", "\u2028", "\u3000", "\r\n", "```", "'"])
@@ -105,7 +100,7 @@ _line = st.tuples(
     _end,
 ).map(lambda parts: ["".join(parts) + "\n"])
 _header = st.tuples(
-    st.sampled_from(["[", "## ["]),
+    st.just("["),
     st.integers(1, 120),
     st.sampled_from([" ", " '", ' "', " 1", " \u0301", " [", " ("]),
     _body,
@@ -123,11 +118,11 @@ def test_count_is_additive_over_any_segments_of_the_render_shape(groups: list[li
 @pytest.mark.parametrize(
     "texts",
     [
-        ["```\n  leading spaces\n```\n", "```\n\ttab\n```\n"],
-        ["```\ntrailing spaces   \n```\n", "[same as b1]\n"],
-        ["```\n\n\n\n```\n", "```\r\n\r\n```\n"],
-        ["```\n\u00a0\u3000\u2028\n```\n", "```\n<|endoftext|>\n```\n"],
-        ["```\nends with a CR\r\n```\n", "=b2\n"],
+        ["[1]", " a (chunk)\n  leading spaces\n", "[2]", " b (chunk)\n\ttab\n\n"],
+        ["[1]", " a (chunk)\ntrailing spaces   \n", "[2]", " b (chunk)\n«1:0+3»\n"],
+        ["[1]", " a (chunk)\n\n\n\n", "[2]", " b (chunk)\r\n\r\n"],
+        ["[1]", " a (x)\n\u00a0\u3000\u2028\n", "[2]", " <|endoftext|> (x)\n\n"],
+        ["[1]", " a (chunk)\nends with a CR\r\n", "[12]", " \\[3] (chunk)\n\n"],
     ],
 )
 def test_count_is_additive_on_hand_picked_joints(texts: list[str]) -> None:

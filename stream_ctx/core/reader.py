@@ -1,0 +1,134 @@
+"""Read a lean context back into its items: the inverse of render_lean, from the text alone."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+from stream_ctx.core.repeats import Piece, Ref, resolve
+from stream_ctx.errors import StreamCtxError
+
+_BARE = re.compile(r'[^\s\[\](){}=;,#"@|`\\^«»-][^\s\[\](){}=;,#"@|`\\«»]*')
+_LEAD = re.compile(r"\[(\d+)\] ")
+_BODY_TOKEN = re.compile(r"(?m)^\\(?=\\*\[\d+\])|««|«(\d+):(\d+)\+(\d+)»")
+_JSON = json.JSONDecoder()
+_DIGITS = re.compile(r"\d+")
+
+
+class ContextSyntaxError(StreamCtxError):
+    """A context that is not in the lean format."""
+
+
+@dataclass
+class ReadItem:
+    """One item as the context states it."""
+
+    number: int
+    id: str
+    kind: str
+    attributes: dict[str, str] = field(default_factory=dict)
+    tags: list[str] = field(default_factory=list)
+    content: str = ""
+
+
+def read_context(context: str) -> list[ReadItem]:
+    """Every item of a lean context, content rebuilt exactly, references resolved."""
+    items: list[ReadItem] = []
+    pos = 0
+    while pos < len(context):
+        number = len(items) + 1
+        lead = _LEAD.match(context, pos)
+        if lead is None or int(lead.group(1)) != number:
+            raise ContextSyntaxError(f"expected item [{number}] at character {pos}")
+        item, pos = _header(context, lead.end(), number, items)
+        end = context.find(f"\n[{number + 1}] ", pos)
+        end = len(context) - 1 if end < 0 else end
+        if end < pos or context[end] != "\n":
+            raise ContextSyntaxError(f"item [{number}] does not end with a newline")
+        body = context[pos:end]
+        item.content = resolve(_pieces(body), [it.content for it in items])
+        items.append(item)
+        pos = end + 1
+    return items
+
+
+def _pieces(body: str) -> list[Piece]:
+    pieces: list[Piece] = []
+    literal_from = 0
+    for m in _BODY_TOKEN.finditer(body):
+        literal = body[literal_from : m.start()]
+        if m.group(0) == "««":
+            literal += "«"
+        if literal:
+            pieces.append(literal)
+        if m.group(1) is not None:
+            pieces.append(Ref(int(m.group(1)) - 1, int(m.group(2)), int(m.group(3))))
+        literal_from = m.end()
+    if literal_from < len(body):
+        pieces.append(body[literal_from:])
+    return pieces
+
+
+def _header(s: str, pos: int, number: int, items: list[ReadItem]) -> tuple[ReadItem, int]:
+    """Parse `id terms...\n` from `pos`; returns the item and the position after it."""
+    item_id, pos = _atom(s, pos)
+    item = ReadItem(number, item_id, "")
+    has_kind = False
+    while s.startswith(" ", pos):
+        pos, is_kind = _term(s, pos + 1, item, items)
+        has_kind |= is_kind
+    if not has_kind:
+        raise ContextSyntaxError(f"item [{number}]: neither `(kind)` nor `^k` in its header")
+    if not s.startswith("\n", pos):
+        raise ContextSyntaxError(f"item [{number}]: expected a newline at character {pos}")
+    return item, pos + 1
+
+
+def _term(s: str, pos: int, item: ReadItem, items: list[ReadItem]) -> tuple[int, bool]:
+    """Apply one header term (`(kind)`, `^k`, `-#tag`, `-name`, `#tag`, `name=value`) to `item`;
+    returns the position after it and whether it set the kind."""
+    if s.startswith("(", pos):
+        item.kind, end = _atom(s, pos + 1)
+        if not s.startswith(")", end):
+            raise ContextSyntaxError(f"item [{item.number}]: expected ')' at character {end}")
+        return end + 1, True
+    if s.startswith("^", pos):
+        digits = _DIGITS.match(s, pos + 1)
+        if digits is None or not 1 <= int(digits.group()) < item.number:
+            raise ContextSyntaxError(f"item [{item.number}]: bad base at character {pos}")
+        base = items[int(digits.group()) - 1]
+        item.kind, item.attributes, item.tags = base.kind, dict(base.attributes), list(base.tags)
+        return digits.end(), True
+    return _metadata_term(s, pos, item), False
+
+
+def _metadata_term(s: str, pos: int, item: ReadItem) -> int:
+    if s.startswith("-#", pos):
+        tag, end = _atom(s, pos + 2)
+        item.tags = [t for t in item.tags if t != tag]
+        return end
+    if s.startswith("-", pos):
+        name, end = _atom(s, pos + 1)
+        item.attributes.pop(name, None)
+        return end
+    if s.startswith("#", pos):
+        tag, end = _atom(s, pos + 1)
+        item.tags.append(tag)
+        return end
+    name, end = _atom(s, pos)
+    if not s.startswith("=", end):
+        raise ContextSyntaxError(f"item [{item.number}]: expected '=' at character {end}")
+    value, end = _atom(s, end + 1)
+    item.attributes[name] = value
+    return end
+
+
+def _atom(s: str, pos: int) -> tuple[str, int]:
+    if s.startswith('"', pos):
+        value, end = _JSON.raw_decode(s, pos)
+        return str(value), end
+    bare = _BARE.match(s, pos)
+    if bare is None:
+        raise ContextSyntaxError(f"expected a name or value at character {pos}")
+    return bare.group(), bare.end()

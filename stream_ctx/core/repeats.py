@@ -1,0 +1,128 @@
+"""Exact repeat finding: texts parsed left to right into literal runs and back-references.
+
+At every position the longest stretch that also starts earlier (in an earlier text, or earlier in
+the same one) is looked up in the longest-previous-factor array of a suffix array (pydivsufsort,
+in C): deterministic and exact, no sampling. A stretch of MIN_REPEAT_CHARS or more holding
+MIN_FACTOR_WORDS distinct words becomes a reference to its first earlier copy, so no stretch of
+32 characters with 4 distinct words is left written twice (its longest extension from the same
+start keeps at least 3 of them: only its last word can change, by being cut).
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pydivsufsort
+
+MIN_REPEAT_CHARS = 32
+MIN_FACTOR_WORDS = 3
+# Never in UTF-8 (surrogates included): a factor can't run from one text into the next.
+_SEPARATOR = b"\xff"
+_WORD = re.compile(r"\w+")
+
+
+@dataclass(frozen=True, slots=True)
+class Ref:
+    """`length` characters copied from text `source` at character `start`; when `source` is the
+    text being read, the copy may run into the characters it produces (a periodic run)."""
+
+    source: int
+    start: int
+    length: int
+
+
+Piece = str | Ref
+
+
+def parse_repeats(texts: Sequence[str]) -> list[list[Piece]]:
+    """Each text as literal runs and references to the text before it, in the given order."""
+    encoded = [text.encode("utf-8", "surrogatepass") for text in texts]
+    joined = _SEPARATOR.join(encoded)
+    if len(joined) < 2 * MIN_REPEAT_CHARS:
+        return [[text] if text else [] for text in texts]
+    lpf = _longest_previous_factor(joined)
+    starts = [0]
+    for raw in encoded[:-1]:
+        starts.append(starts[-1] + len(raw) + 1)
+    return [_parse_one(n, texts, encoded, starts, joined, lpf) for n in range(len(texts))]
+
+
+def _longest_previous_factor(joined: bytes) -> np.ndarray:
+    """lpf[i]: the length of the longest prefix of joined[i:] that also starts before i."""
+    suffixes = pydivsufsort.divsufsort(joined)
+    lcp = pydivsufsort.kasai(joined, suffixes)
+    found: np.ndarray = pydivsufsort.longest_previous_factor(joined, suffixes, lcp)
+    return found
+
+
+def _parse_one(
+    n: int,
+    texts: Sequence[str],
+    encoded: list[bytes],
+    starts: list[int],
+    joined: bytes,
+    lpf: np.ndarray,
+) -> list[Piece]:
+    raw, base = encoded[n], starts[n]
+    candidates = np.flatnonzero(lpf[base : base + len(raw)] >= MIN_REPEAT_CHARS)
+    pieces: list[Piece] = []
+    literal_from = 0
+    k = 0
+    while k < len(candidates):
+        pos = int(candidates[k])
+        k += 1
+        if raw[pos] & 0xC0 == 0x80:
+            continue  # inside a character: the factor starting at its first byte is tried too
+        length = min(int(lpf[base + pos]), len(raw) - pos)
+        while pos + length < len(raw) and raw[pos + length] & 0xC0 == 0x80:
+            length -= 1
+        text = raw[pos : pos + length].decode("utf-8", "surrogatepass")
+        if len(text) < MIN_REPEAT_CHARS or len(set(_WORD.findall(text))) < MIN_FACTOR_WORDS:
+            continue
+        found = joined.find(raw[pos : pos + length], 0, base + pos + length - 1)
+        source = bisect_right(starts, found) - 1
+        start = _chars(encoded[source], found - starts[source], texts[source])
+        if pos > literal_from:
+            pieces.append(raw[literal_from:pos].decode("utf-8", "surrogatepass"))
+        pieces.append(Ref(source, start, len(text)))
+        literal_from = pos + length
+        k = int(np.searchsorted(candidates, literal_from))
+    if literal_from < len(raw):
+        pieces.append(raw[literal_from:].decode("utf-8", "surrogatepass"))
+    return pieces
+
+
+def _chars(raw: bytes, byte_offset: int, text: str) -> int:
+    """The character offset of a byte offset (a character boundary) in `raw`, the encoding of
+    `text`."""
+    if len(raw) == len(text):
+        return byte_offset  # ASCII
+    return len(raw[:byte_offset].decode("utf-8", "surrogatepass"))
+
+
+def resolve(pieces: Sequence[Piece], earlier: Sequence[str]) -> str:
+    """Rebuild a text from its pieces and the texts before it (the inverse of parse_repeats)."""
+    text = ""
+    for piece in pieces:
+        if isinstance(piece, str):
+            text += piece
+        elif piece.source < len(earlier):
+            text += earlier[piece.source][piece.start : piece.start + piece.length]
+        else:
+            text = _self_copy(text, piece.start, piece.length)
+    return text
+
+
+def _self_copy(done: str, start: int, length: int) -> str:
+    """`done` extended by `length` characters copied from `start`, one at a time when the copy
+    runs into what it produces."""
+    if start + length <= len(done):
+        return done + done[start : start + length]
+    chars = list(done)
+    for offset in range(length):
+        chars.append(chars[start + offset])
+    return "".join(chars)

@@ -1,0 +1,31 @@
+"""An independent check of issue 9's rule: no stretch of 32+ characters holding 4+ distinct words
+appears twice in a text. Brute force over a suffix array's neighbours, so it misses nothing."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pydivsufsort
+
+MIN_CHARS = 32
+MIN_WORDS = 4
+_WORD = re.compile(r"\w+")
+
+
+def repeated_stretches(text: str) -> list[str]:
+    """Every stretch that breaks the rule (the shortest qualifying prefix of each repeat found)."""
+    if len(text) < 2 * MIN_CHARS:
+        return []
+    codes = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    suffixes = pydivsufsort.divsufsort(codes.astype(np.int64))
+    lcp = pydivsufsort.kasai(codes.astype(np.int64), suffixes)
+    found = []
+    for k in np.flatnonzero(lcp >= MIN_CHARS):
+        start = int(suffixes[k])
+        common = text[start : start + int(lcp[k])]
+        for end in range(MIN_CHARS, len(common) + 1):
+            if len(set(_WORD.findall(common[:end]))) >= MIN_WORDS:
+                found.append(common[:end])
+                break
+    return found
