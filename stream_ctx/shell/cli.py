@@ -60,12 +60,13 @@ def _run_async(function: Callable[[], Awaitable[_T]]) -> _T:
 
 def _replay(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
+    limit = {"max_event_bytes": settings.kafka.max_event_bytes}  # the limit `run` applies
     if args.events == "-":
-        bad = replay(settings.bundle, sys.stdin.buffer, sys.stdout.buffer, sys.stderr)
+        bad = replay(settings.bundle, sys.stdin.buffer, sys.stdout.buffer, sys.stderr, **limit)
     else:
         try:
             with Path(args.events).open("rb") as events:
-                bad = replay(settings.bundle, events, sys.stdout.buffer, sys.stderr)
+                bad = replay(settings.bundle, events, sys.stdout.buffer, sys.stderr, **limit)
         except OSError as exc:
             print(f"stream-ctx: cannot read {args.events!r}: {exc.strerror}", file=sys.stderr)
             return 2

@@ -2,24 +2,38 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterator
+from functools import partial
 from typing import BinaryIO, TextIO
 
-from stream_ctx.core.codec import decode_event, encode_bundle
+from stream_ctx.core.codec import encode_bundle
 from stream_ctx.core.config import BundleConfig
 from stream_ctx.core.processor import ContextProcessor
 from stream_ctx.errors import InvalidEventError
+from stream_ctx.shell.intake import read_value
+from stream_ctx.shell.settings import KafkaSettings
+
+# An over-long line is read past in pieces of this size, so it never sits in memory whole.
+_SKIP_CHUNK_BYTES = 1 << 20
 
 
-def replay(config: BundleConfig, lines: Iterable[bytes], out: BinaryIO, err: TextIO) -> int:
-    """Write each finalize's bundle to `out`, report bad lines on `err`; return the bad count."""
+def replay(
+    config: BundleConfig,
+    lines: BinaryIO,
+    out: BinaryIO,
+    err: TextIO,
+    *,
+    max_event_bytes: int = KafkaSettings().max_event_bytes,
+) -> int:
+    """Write each finalize's bundle to `out`, report bad lines on `err`; return the bad count.
+    Each line passes the checks a record `run` consumes passes (`read_value`, same limit)."""
     processor = ContextProcessor(config)
     bad = 0
-    for number, line in enumerate(lines, start=1):
+    for number, (line, size) in enumerate(_bounded(lines, max_event_bytes), start=1):
         if not line.strip():
             continue
         try:
-            event = decode_event(line)
+            event = read_value(line, max_bytes=max_event_bytes, size=size)
         except InvalidEventError as exc:
             bad += 1
             err.write(f"line {number}: {exc}\n")
@@ -28,3 +42,20 @@ def replay(config: BundleConfig, lines: Iterable[bytes], out: BinaryIO, err: Tex
         if bundle is not None:
             out.write(encode_bundle(bundle) + b"\n")
     return bad
+
+
+def _bounded(stream: BinaryIO, max_bytes: int) -> Iterator[tuple[bytes, int | None]]:
+    """Lines without their newline; one over `max_bytes` is read past in chunks, never held
+    whole, and comes as its head with its full size (enough for the size check to refuse it)."""
+    limit = max_bytes + 2  # the value and "\r\n"
+    for line in iter(partial(stream.readline, limit), b""):
+        if len(line) < limit or line.endswith(b"\n"):
+            yield line.rstrip(b"\r\n"), None
+            continue
+        size = len(line)
+        for rest in iter(partial(stream.readline, _SKIP_CHUNK_BYTES), b""):
+            size += len(rest)
+            if rest.endswith(b"\n"):
+                size -= 1
+                break
+        yield line, size

@@ -96,6 +96,8 @@ def bad_input(kind: str) -> BadInput:
         return BadInput(b"c-00001", encoded, r"conversation_id.*'c-00001'|'c-00001'.*c-00000")
     if kind == "non_utf8_key":
         return BadInput(b"\xff\xfe", encoded, r"(?i)utf-?8")
+    if kind == "invalid_utf8_in_ignored_field":
+        return BadInput(b"c-00000", encoded[:-1] + b',"x":"\xff\xfe"}', r"not valid UTF-8: byte")
     if kind == "over_max_event_bytes":
         return BadInput(
             b"c-00000", oversized(MAX_EVENT_BYTES), rf"{MAX_EVENT_BYTES}|max_event_bytes"
@@ -112,6 +114,7 @@ BAD_KINDS = (
     "schema_violation",
     "key_disagrees_with_conversation_id",
     "non_utf8_key",
+    "invalid_utf8_in_ignored_field",
     "over_max_event_bytes",
     "missing_key",
     "null_key_and_value",

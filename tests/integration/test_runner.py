@@ -26,7 +26,7 @@ def replay_bundles(events: list[object]) -> dict[str, bytes]:
     out = io.BytesIO()
     from stream_ctx.core.config import BundleConfig
 
-    assert replay(BundleConfig(), lines, out, io.StringIO()) == 0
+    assert replay(BundleConfig(), io.BytesIO(b"\n".join(lines)), out, io.StringIO()) == 0
     bundles = {}
     for line in out.getvalue().splitlines():
         bundles[msgspec.json.decode(line)["bundle_id"]] = line
