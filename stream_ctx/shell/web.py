@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import socket
-from collections.abc import Sequence
 from typing import cast
 
 import anyio
@@ -18,7 +17,11 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from stream_ctx.shell.inspector.history import History
+from stream_ctx.shell.inspector.routes import Inspector, inspector_routes, required_token, sampling
 from stream_ctx.shell.metrics import Health, Metrics
+from stream_ctx.shell.runner import Runner
+from stream_ctx.shell.settings import MetricsSettings
 
 log = logging.getLogger("stream_ctx.web")
 
@@ -52,14 +55,47 @@ def probe_routes(metrics: Metrics, health: Health) -> list[BaseRoute]:
     ]
 
 
-def http_app(metrics: Metrics, health: Health, *, extra: Sequence[BaseRoute] = ()) -> Starlette:
-    """The probes plus `extra` routes (the inspector); anything else is a 404 naming the probes."""
+def http_app(
+    metrics: Metrics,
+    health: Health,
+    *,
+    inspector: Inspector | None = None,
+    token: str | None = None,
+) -> Starlette:
+    """The probes, and the inspector if given (behind `token` if set); anything else is a 404."""
 
     async def not_found(_: Request, __: Exception) -> Response:
         return PlainTextResponse("not found: try /metrics, /healthz or /readyz\n", 404)
 
-    routes = [*probe_routes(metrics, health), *extra]
-    return Starlette(routes=routes, exception_handlers={404: not_found})
+    routes: list[BaseRoute] = probe_routes(metrics, health)
+    if inspector is None:
+        return Starlette(routes=routes, exception_handlers={404: not_found})
+    return Starlette(
+        routes=[*routes, *inspector_routes(inspector, token=token)],
+        exception_handlers={404: not_found},
+        lifespan=lambda _: sampling(inspector),
+    )
+
+
+def new_history(settings: MetricsSettings) -> History | None:
+    """The bounded history the inspector reads, if the inspector is on."""
+    if not settings.inspector or settings.port is None:
+        return None
+    return History(
+        max_events=settings.history_events,
+        max_bundles=settings.history_bundles,
+        max_conversations=settings.history_conversations,
+    )
+
+
+def runner_app(runner: Runner) -> Starlette:
+    """A runner's probes, plus its inspector when the runner keeps a history."""
+    if runner.history is None:
+        return http_app(runner.metrics, runner.health)
+    settings = runner.settings
+    token = required_token(settings.metrics.host, settings.metrics.inspector_token)
+    inspector = Inspector(runner.metrics, runner.history, runner.window_of, settings.bundle)
+    return http_app(runner.metrics, runner.health, inspector=inspector, token=token)
 
 
 async def run_http_server(

@@ -1,0 +1,1 @@
+"""The live inspector: pages over the processor's windows, item outcomes and bundles."""
