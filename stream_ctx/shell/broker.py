@@ -211,6 +211,9 @@ def _spawn(
             stdout=log,
             stderr=subprocess.STDOUT,
             env={**os.environ, "NO_COLOR": "1"},
+            # Its own session: a terminal's Ctrl-C reaches only us, and we stop the broker
+            # after draining into it (`demo --inspect`, `broker`).
+            start_new_session=True,
         )
     return process, port
 

@@ -175,7 +175,9 @@ def _demo(args: argparse.Namespace) -> int:
     from stream_ctx.shell.demo import run_demo
 
     configure_logging(level=logging.WARNING)
-    status: int = anyio.run(partial(run_demo, conversations=args.conversations, seed=args.seed))
+    port = args.inspect_port if args.inspect else None
+    demo = partial(run_demo, conversations=args.conversations, seed=args.seed, inspect_port=port)
+    status: int = anyio.run(demo)
     return status
 
 
@@ -216,6 +218,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo_cmd.add_argument("--conversations", type=int, default=24, help="sample size")
     demo_cmd.add_argument("--seed", type=int, default=42, help="sample seed")
+    demo_cmd.add_argument(
+        "--inspect", action="store_true", help="serve the live inspector and keep running"
+    )
+    demo_cmd.add_argument(
+        "--inspect-port", type=int, default=8765, help="inspector port on 127.0.0.1 (0: any free)"
+    )
     demo_cmd.set_defaults(handler=_demo)
 
     broker_cmd = commands.add_parser(

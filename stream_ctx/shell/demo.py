@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import TextIO
 
 import anyio
@@ -15,8 +17,9 @@ from stream_ctx.core.events import Event, Finalize
 from stream_ctx.shell.admin import TopicSpec, ensure_topics
 from stream_ctx.shell.broker import embedded_broker
 from stream_ctx.shell.runner import Runner
-from stream_ctx.shell.settings import KafkaSettings, Settings
+from stream_ctx.shell.settings import KafkaSettings, MetricsSettings, Settings
 from stream_ctx.shell.tail import bundle_line
+from stream_ctx.shell.web import new_history, run_http_server, runner_app
 from stream_ctx.workload import WorkloadShape, generate
 
 _INPUT, _OUTPUT = "ctx.retrievals", "ctx.bundles"
@@ -27,8 +30,15 @@ _PACE_S = 0.004
 _bundle_decoder = msgspec.json.Decoder(Bundle)
 
 
-async def run_demo(*, conversations: int = 24, seed: int = 42, out: TextIO = sys.stdout) -> int:
-    """Start a broker, run the processor, feed events, print bundles; 0 when every one came."""
+async def run_demo(
+    *,
+    conversations: int = 24,
+    seed: int = 42,
+    inspect_port: int | None = None,
+    out: TextIO = sys.stdout,
+) -> int:
+    """Start a broker, run the processor, feed events, print bundles; 0 when every one came.
+    With `inspect_port` the inspector serves on 127.0.0.1 and stays open until Ctrl-C."""
     events = generate(seed, WorkloadShape(conversations=conversations))
     expected = sum(isinstance(e, Finalize) for e in events)
     out.write(
@@ -45,16 +55,39 @@ async def run_demo(*, conversations: int = 24, seed: int = 42, out: TextIO = sys
             output_topic=_OUTPUT,
             session_timeout_ms=6_000,
         )
-        runner = Runner(Settings(kafka=kafka))
-        with anyio.fail_after(_DEMO_TIMEOUT_S):
+        http = MetricsSettings(port=inspect_port, inspector=True)
+        settings = Settings(kafka=kafka, metrics=http)
+        runner = Runner(settings, history=new_history(http))
+        async with anyio.create_task_group() as serving:
+            if inspect_port is not None:
+                serve = partial(
+                    run_http_server, runner_app(runner), host=http.host, port=inspect_port
+                )
+                port = await serving.start(serve)
+                out.write(f"inspector: http://{http.host}:{port}/inspect/\n")
             async with anyio.create_task_group() as tasks:
-                await tasks.start(runner.run)
-                out.write(f"processor running against {broker.bootstrap_servers}\n")
-                tasks.start_soon(_feed, client, events)
-                received = await _show_bundles(client, expected, out)
+                with anyio.fail_after(_DEMO_TIMEOUT_S):
+                    await tasks.start(runner.run)
+                    out.write(f"processor running against {broker.bootstrap_servers}\n")
+                    tasks.start_soon(_feed, client, events)
+                    received = await _show_bundles(client, expected, out)
+                out.write(_summary(received, expected))
+                if inspect_port is not None:
+                    out.write(
+                        f"the inspector stays open at http://{http.host}:{port}/inspect/;"
+                        " Ctrl-C to stop\n"
+                    )
+                    out.flush()
+                    await _until_interrupted()
                 runner.stop.set()
-    out.write(_summary(received, expected))
+            serving.cancel_scope.cancel()
     return 0 if len(received) == expected else 1
+
+
+async def _until_interrupted() -> None:
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for _ in signals:
+            return
 
 
 async def _feed(client: Mapping[str, str], events: Sequence[Event]) -> None:
