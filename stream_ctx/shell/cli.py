@@ -15,8 +15,8 @@ from typing import TypeVar
 
 import anyio
 
-from stream_ctx.errors import StreamCtxError
-from stream_ctx.shell.devbroker import DEFAULT_PORT, run_broker
+from stream_ctx.errors import ConfigError, StreamCtxError
+from stream_ctx.shell.devbroker import run_broker
 from stream_ctx.shell.logs import configure_logging
 from stream_ctx.shell.replay import replay
 from stream_ctx.shell.schema import SCHEMA_NAMES, render_schema
@@ -121,9 +121,21 @@ def _config_source(path: Path | None, flags: Sequence[str]) -> str:
 
 def _broker(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
-    run = partial(run_broker, settings, port=args.port, partitions=args.partitions, out=sys.stdout)
+    port = args.port if args.port is not None else _local_port(settings.kafka.servers[0])
+    run = partial(run_broker, settings, port=port, partitions=args.partitions, out=sys.stdout)
     _run_async(run)
     return 0
+
+
+def _local_port(server: str) -> int:
+    """The port of a bootstrap address on this machine, where `broker` is to listen."""
+    host, _, port = server.rpartition(":")
+    if host not in ("localhost", "127.0.0.1") or not port.isdigit():
+        raise ConfigError(
+            f"`kafka.bootstrap_servers` starts with {server!r}, not localhost:<port> or"
+            " 127.0.0.1:<port>; give `stream-ctx broker --port`"
+        )
+    return int(port)
 
 
 def _produce(args: argparse.Namespace) -> int:
@@ -235,8 +247,8 @@ def _parser() -> argparse.ArgumentParser:
     broker_cmd.add_argument(
         "--port",
         type=int,
-        default=DEFAULT_PORT,
-        help=f"127.0.0.1 port (default {DEFAULT_PORT}; 0: any free one)",
+        help="127.0.0.1 port; default: the port of kafka.bootstrap_servers (localhost:9092"
+        " unless configured, so the other commands find it); 0: any free one",
     )
     broker_cmd.add_argument(
         "--partitions", type=int, default=4, help="partitions of the input topics (default 4)"

@@ -17,11 +17,7 @@ from stream_ctx.shell.broker import EmbeddedBroker, embedded_broker
 from stream_ctx.shell.settings import Settings
 from stream_ctx.shell.topology import topics_to_create
 
-__all__ = ("DEFAULT_PORT", "run_broker")
-
-# The port of the default `kafka.bootstrap_servers` (localhost:9092): the other commands need
-# no flag to find it.
-DEFAULT_PORT = 9092
+__all__ = ("run_broker",)
 # How often a broker that died on its own is noticed; it answers Ctrl-C at once regardless.
 _LIVENESS_INTERVAL_S = 0.5
 
