@@ -42,6 +42,8 @@ class TopicSpec:
     retention_bytes: int = -1
     # aiokafka speaks CreateTopics v0-v3, which cannot ask for the broker's default factor.
     replication_factor: int = 1
+    # Largest record batch the topic accepts; None leaves it to the broker's default.
+    max_message_bytes: int | None = None
 
     def __post_init__(self) -> None:
         if not _TOPIC_NAME.fullmatch(self.name):
@@ -58,11 +60,14 @@ class TopicSpec:
     @property
     def configs(self) -> dict[str, str]:
         """The topic configs sent at creation."""
-        return {
+        configs = {
             "cleanup.policy": "compact" if self.is_compacted else "delete",
             "retention.ms": str(self.retention_ms),
             "retention.bytes": str(self.retention_bytes),
         }
+        if self.max_message_bytes is not None:
+            configs["max.message.bytes"] = str(self.max_message_bytes)
+        return configs
 
 
 async def ensure_topics(

@@ -6,14 +6,18 @@ Header names follow Kafka Streams' dead-letter queue (KIP-1034) so existing tool
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Sequence
 
 from aiokafka import AIOKafkaProducer
+from aiokafka.errors import MessageSizeTooLargeError
 from aiokafka.structs import ConsumerRecord
 
 from stream_ctx.errors import InvalidEventError
 
 Headers = list[tuple[str, bytes]]
+
+log = logging.getLogger("stream_ctx.dead_letter")
 
 
 def dead_letter_headers(record: ConsumerRecord[bytes, bytes], error: BaseException) -> Headers:
@@ -39,19 +43,66 @@ async def send_dead_letter(
     *,
     topic: str,
     partitions: int,
-    max_value_bytes: int,
     head_bytes: int,
+    on_truncated: Callable[[], None],
 ) -> asyncio.Future[object]:
-    """Send the record as it came, with the error headers; its acknowledgement is returned."""
+    """Send the record whole, with the error headers; the returned future is its
+    acknowledgement. Only if the producer or the broker refuses it as too large, the first
+    `head_bytes` of the value go instead, with headers saying so, and `on_truncated` is called."""
     headers = dead_letter_headers(record, error)
-    value = record.value
-    if value is not None and len(value) > max_value_bytes:
-        # Too large for one produce request: park the head and say what was cut.
-        headers += [
-            ("stream-ctx.errors.value-bytes", str(len(value)).encode()),
-            ("stream-ctx.errors.value-truncated-to", str(head_bytes).encode()),
-        ]
-        value = value[:head_bytes]
+    try:
+        whole = await _send(producer, topic, record, record.value, headers, partitions)
+    except MessageSizeTooLargeError:
+        return await _send_head(
+            producer, topic, record, headers, partitions, head_bytes, on_truncated
+        )
+
+    async def landed() -> object:
+        try:
+            return await whole
+        except MessageSizeTooLargeError:
+            head = await _send_head(
+                producer, topic, record, headers, partitions, head_bytes, on_truncated
+            )
+            return await head
+
+    return asyncio.ensure_future(landed())
+
+
+async def _send_head(
+    producer: AIOKafkaProducer,
+    topic: str,
+    record: ConsumerRecord[bytes, bytes],
+    headers: Headers,
+    partitions: int,
+    head_bytes: int,
+    on_truncated: Callable[[], None],
+) -> asyncio.Future[object]:
+    value = record.value or b""
+    log.error(
+        "dead letter of %s/%d@%d refused whole (%d bytes); parking its first %d bytes",
+        record.topic,
+        record.partition,
+        record.offset,
+        len(value),
+        head_bytes,
+    )
+    on_truncated()
+    cut = [
+        ("stream-ctx.errors.value-bytes", str(len(value)).encode()),
+        ("stream-ctx.errors.value-truncated-to", str(head_bytes).encode()),
+    ]
+    return await _send(producer, topic, record, value[:head_bytes], headers + cut, partitions)
+
+
+async def _send(
+    producer: AIOKafkaProducer,
+    topic: str,
+    record: ConsumerRecord[bytes, bytes],
+    value: bytes | None,
+    headers: Headers,
+    partitions: int,
+) -> asyncio.Future[object]:
     if record.key is None and value is None:
         # aiokafka's send() refuses a record with neither; a raw batch carries it as it was.
         batch = producer.create_batch()

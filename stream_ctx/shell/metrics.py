@@ -47,6 +47,11 @@ class Metrics:
             ["error"],
             registry=reg,
         )
+        self._dead_letters_cut = Counter(
+            "stream_ctx_dead_letters_truncated_total",
+            "Dead letters the broker refused whole, parked as their head plus headers saying so.",
+            registry=reg,
+        )
         self._items = Counter(
             "stream_ctx_items_total",
             "Retrieved items offered to windows, by outcome (accepted, rejected, evicted).",
@@ -121,6 +126,10 @@ class Metrics:
     def dead_lettered(self, error_kind: str) -> None:
         """One record was dead-lettered; `error_kind` is the exception class name."""
         self._dead_letters.labels(error_kind).inc()
+
+    def dead_letter_truncated(self) -> None:
+        """A dead letter was too large for the broker and was parked truncated."""
+        self._dead_letters_cut.inc()
 
     def items(self, *, accepted: int = 0, rejected: int = 0, evicted: int = 0) -> None:
         """Add item outcomes."""

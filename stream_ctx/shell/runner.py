@@ -53,13 +53,13 @@ from stream_ctx.shell.intake import read_event
 from stream_ctx.shell.metrics import Health, Metrics
 from stream_ctx.shell.recovery import read_changelogs
 from stream_ctx.shell.settings import Settings
-from stream_ctx.shell.topology import changelog_topic, topics_to_create
+from stream_ctx.shell.topology import DLQ_MAX_MESSAGE_BYTES, changelog_topic, topics_to_create
 
 log = logging.getLogger("stream_ctx.runner")
 
 # How long one fetch waits for records before the loop checks for shutdown and restores.
 _POLL_MS = 100
-# Room for a record's key, headers and framing inside one produce request.
+# Room for a record's key, headers and framing beside a truncated dead letter's value.
 _RECORD_OVERHEAD_BYTES = 64 * 1024
 # Commit errors that mean another member owns our partitions now: rejoin, do not crash.
 _GROUP_MOVED_ON = (
@@ -158,7 +158,8 @@ class Runner:
         self._lock = anyio.Lock()
         self._clients: _Clients | None = None
         kafka = settings.kafka
-        self._max_request_bytes = max(kafka.max_batch_size, 2 * kafka.max_event_bytes)
+        # Whole dead letters go out however large the input record was.
+        self._max_request_bytes = max(kafka.max_batch_size, DLQ_MAX_MESSAGE_BYTES)
         self._dlq_partitions = 1
 
     @property
@@ -468,8 +469,8 @@ class Runner:
             error,
             topic=self.settings.kafka.dlq_topic,
             partitions=self._dlq_partitions,
-            max_value_bytes=self._max_request_bytes - _RECORD_OVERHEAD_BYTES,
-            head_bytes=self.settings.kafka.max_event_bytes,
+            head_bytes=max(1, self.settings.kafka.max_event_bytes - _RECORD_OVERHEAD_BYTES),
+            on_truncated=self.metrics.dead_letter_truncated,
         )
 
     async def _commit(self, uncommitted: dict[TopicPartition, int]) -> None:

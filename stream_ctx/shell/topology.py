@@ -10,6 +10,9 @@ from stream_ctx.shell.settings import Settings
 # Output and dead-letter topics we create keep a week: bundles are consumed within seconds, and
 # a week leaves time to inspect and re-drive dead letters. Existing topics are left as they are.
 OUTPUT_RETENTION_MS = 7 * 24 * 3_600_000
+# The dead-letter topic takes any record an input topic could: no produce request is larger than
+# Kafka's socket.request.max.bytes (100 MiB by default), so no input record is either.
+DLQ_MAX_MESSAGE_BYTES = 104_857_600
 
 
 def changelog_topic(input_topic: str, settings: Settings) -> str:
@@ -28,6 +31,7 @@ def topics_to_create(settings: Settings, input_partitions: Mapping[str, int]) ->
             partitions=widest,
             retention_ms=OUTPUT_RETENTION_MS,
             replication_factor=factor,
+            max_message_bytes=DLQ_MAX_MESSAGE_BYTES if topic == kafka.dlq_topic else None,
         )
         for topic in (kafka.output_topic, kafka.dlq_topic)
     ]

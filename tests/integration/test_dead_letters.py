@@ -50,8 +50,9 @@ SHAPE = WorkloadShape(
 )
 ORIGINAL_HEADERS = [("trace-id", b"t-42"), ("origin", b"\x00\xffraw")]
 ERROR_HEADER_PREFIXES = ("__streams.errors.", "stream-ctx.errors.")
-# Producer batches (and so requests) this small, so a record can outgrow them cheaply.
+# Producer batches this small, so a record outgrows them cheaply.
 MAX_BATCH_BYTES = 16_384
+MEBIBYTE = 1_048_576
 
 Headers = Sequence[tuple[str, bytes]]
 InputRecord = tuple[bytes | None, bytes | None, Headers]
@@ -125,7 +126,9 @@ async def send_each(
     client_kwargs: ClientKwargs, topic: str, records: Sequence[InputRecord]
 ) -> list[RecordMetadata]:
     """Send (key, value, headers) records in order; return where each one landed."""
-    producer = AIOKafkaProducer(**client_kwargs, acks="all", enable_idempotence=False)
+    producer = AIOKafkaProducer(
+        **client_kwargs, acks="all", enable_idempotence=False, max_request_size=16 * MEBIBYTE
+    )
     await producer.start()
     try:
         futures = []
@@ -246,18 +249,26 @@ async def test_bad_record_is_dead_lettered_with_original_bytes_and_stream_goes_o
     assert_stream_went_on(outcome)
 
 
-async def test_record_too_large_to_dead_letter_whole_still_lands_and_stream_goes_on(
+async def test_record_over_a_mebibyte_is_dead_lettered_whole_and_stream_goes_on(
     broker: EmbeddedBroker, client_kwargs: ClientKwargs, unique_topic: Callable[[str], str]
 ) -> None:
-    """Past what the producer (or broker) takes in one request, the original value cannot be
-    copied; the record must still reach the dead-letter topic, named by its headers."""
-    bad = BadInput(b"c-00000", oversized(3 * MAX_BATCH_BYTES), r"max_event_bytes")
+    """Larger than the default max_event_bytes and than any produce batch of ours: the dead
+    letter still carries every byte (the topic is created to accept it), not a truncated head."""
+    bad = BadInput(b"c-00000", oversized(3 * MEBIBYTE), r"over kafka.max_event_bytes = 1048576")
     outcome = await run_with_bad_record(
-        broker.bootstrap_servers, client_kwargs, unique_topic, bad, max_batch_size=MAX_BATCH_BYTES
+        broker.bootstrap_servers,
+        client_kwargs,
+        unique_topic,
+        bad,
+        max_event_bytes=MEBIBYTE,
+        max_batch_size=MAX_BATCH_BYTES,
     )
     [letter] = outcome.letters
+    assert len(bad.value or b"") > 3 * MEBIBYTE
     assert letter.key == bad.key
+    assert letter.value == bad.value
     assert_error_headers(outcome, bad.message)
+    assert "stream-ctx.errors.value-truncated-to" not in dict(letter.headers)
     assert_stream_went_on(outcome)
 
 
