@@ -144,9 +144,14 @@ def _produce(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
     topic = args.topic or settings.kafka.input_topics[0]
     try:
-        with Path(args.events).open("rb") as lines:
+        with (
+            open(sys.stdin.fileno(), "rb", closefd=False)
+            if args.events == "-"
+            else Path(args.events).open("rb")
+        ) as lines:
+            source = "<stdin>" if args.events == "-" else args.events
             produce = partial(
-                produce_lines, settings, lines, source=args.events, topic=topic, err=sys.stderr
+                produce_lines, settings, lines, source=source, topic=topic, err=sys.stderr
             )
             done = _run_async(produce)
     except OSError as exc:
@@ -176,6 +181,16 @@ def _tail(args: argparse.Namespace) -> int:
         _run_async(tail)
     except KeyboardInterrupt:  # Ctrl-C is how a tail ends
         return 0
+    return 0
+
+
+def _healthcheck(args: argparse.Namespace) -> int:
+    from stream_ctx.shell.healthcheck import probe
+
+    problem = probe(load_settings(args.config).metrics)
+    if problem is not None:
+        print(f"stream-ctx: unhealthy: {problem}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -260,7 +275,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     produce_cmd.add_argument("--config", type=Path, help="TOML config file")
     produce_cmd.add_argument("--topic", help="default: the first of kafka.input_topics")
-    produce_cmd.add_argument("events", help="events file (JSON lines)")
+    produce_cmd.add_argument("events", help="events file (JSON lines), or - for stdin")
     produce_cmd.set_defaults(handler=_produce)
 
     tail_cmd = commands.add_parser(
@@ -272,6 +287,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     tail_cmd.add_argument("--count", type=int, help="exit after this many bundles")
     tail_cmd.set_defaults(handler=_tail)
+
+    health_cmd = commands.add_parser(
+        "healthcheck", help="exit 0 when a local `run` answers /healthz on metrics.port"
+    )
+    health_cmd.add_argument("--config", type=Path, help="TOML config file (the one `run` reads)")
+    health_cmd.set_defaults(handler=_healthcheck)
 
     schema_cmd = commands.add_parser(
         "schema", help="print the JSON Schema (draft 2020-12) of input events and bundles"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import selectors
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -179,3 +180,50 @@ async def test_produce_reports_bad_lines_by_line_and_column_and_sends_the_rest(
     assert err[1].endswith(", got 7.78")
     assert err[2] == f"sent 2 event(s) of 1 conversation(s) to {topic!r}; 2 bad line(s) skipped"
     assert done.returncode == 1
+
+
+# Polls of `stream-ctx healthcheck` while `run` starts (each a fresh process of ~1 s).
+HEALTH_POLLS = 60
+
+
+async def test_healthcheck_follows_the_configured_metrics_port(
+    broker: EmbeddedBroker, config: Path
+) -> None:
+    client_config = str(_with_servers(config, broker.bootstrap_servers))
+    topic = load_settings(config, environ={}).kafka.input_topics[0]
+    await create_input({"bootstrap_servers": broker.bootstrap_servers}, topic, partitions=1)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = str(sock.getsockname()[1])
+    environment = _environment() | {"STREAM_CTX_METRICS_PORT": port}
+    check = [str(STREAM_CTX), "healthcheck", "--config", client_config]
+
+    unset = await anyio.run_process(check, check=False, env=_environment())
+    assert unset.returncode == 2
+    assert b"`metrics.port` is not set" in unset.stderr
+    down = await anyio.run_process(check, check=False, env=environment)
+    assert down.returncode == 1
+    assert down.stderr.decode().startswith(
+        f"stream-ctx: unhealthy: http://127.0.0.1:{port}/healthz did not answer: "
+    )
+
+    async with await anyio.open_process(
+        [str(STREAM_CTX), "run", "--config", client_config],
+        env=environment,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    ) as runner:
+        try:
+            for _ in range(HEALTH_POLLS):
+                done = await anyio.run_process(check, check=False, env=environment)
+                if done.returncode == 0:
+                    break
+                assert runner.returncode is None, "run exited"
+                await anyio.sleep(0.5)
+            assert done.returncode == 0, done.stderr
+            assert done.stderr == b""
+        finally:
+            runner.send_signal(signal.SIGINT)
+            with anyio.fail_after(STOP_TIMEOUT_S):
+                status = await runner.wait()
+    assert status == 0

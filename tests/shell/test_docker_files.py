@@ -7,6 +7,7 @@ relationship on purpose to show that its check fails.
 
 from __future__ import annotations
 
+import fnmatch
 import importlib.metadata
 import json
 import re
@@ -57,6 +58,8 @@ class DeployFiles:
     prometheus: str
     lock: str
     pyproject: str
+    dockerignore: str
+    license: str
 
     @classmethod
     def read(cls) -> DeployFiles:
@@ -66,6 +69,8 @@ class DeployFiles:
             prometheus=(DOCKER / "prometheus.yml").read_text(),
             lock=(DOCKER / "requirements.lock").read_text(),
             pyproject=(REPO / "pyproject.toml").read_text(),
+            dockerignore=(REPO / ".dockerignore").read_text(),
+            license=(REPO / "LICENSE").read_text(),
         )
 
     def instructions(self, keyword: str, *, final_stage: bool = True) -> list[Instruction]:
@@ -288,8 +293,11 @@ def check_metrics_port(files: DeployFiles, code: CodeImports) -> None:
     assert port is not None, "the compose config must turn metrics on: `[metrics] port`"
     exposed = [i.args for i in files.instructions("EXPOSE")]
     assert exposed == [str(port)], f"the image exposes {exposed}, not the metrics port {port}"
-    probe = files.instructions("HEALTHCHECK")[-1].args
-    assert f"http://127.0.0.1:{port}/healthz" in probe, f"the HEALTHCHECK misses {port}: {probe}"
+    probe = files.instructions("HEALTHCHECK")[-1].args.rpartition("CMD ")[2]
+    config = _command(files)[_command(files).index("--config") + 1]
+    # `stream-ctx healthcheck` reads metrics.port from the config `run` reads: it follows it.
+    expected = ["stream-ctx", "healthcheck", "--config", config]
+    assert json.loads(probe) == expected, f"the HEALTHCHECK runs {probe}, not {expected}"
     published = [str(p).rpartition(":")[2] for p in files.services()["stream-ctx"]["ports"]]
     assert published == [str(port)], f"compose publishes container ports {published}, not {port}"
     jobs = yaml.safe_load(files.prometheus)["scrape_configs"]
@@ -297,6 +305,63 @@ def check_metrics_port(files: DeployFiles, code: CodeImports) -> None:
     assert targets == [f"stream-ctx:{port}"], f"Prometheus scrapes {targets}"
     prometheus = files.services()["prometheus"]
     assert "./prometheus.yml:/etc/prometheus/prometheus.yml:ro" in prometheus["volumes"]
+
+
+def _copies(files: DeployFiles) -> list[tuple[list[str], str]]:
+    """(sources, destination) of each COPY from the build context (not --from a stage)."""
+    found = []
+    for copy in files.instructions("COPY", final_stage=False):
+        words = shlex.split(copy.args)
+        if not any(word.startswith("--from") for word in words):
+            paths = [word for word in words if not word.startswith("--")]
+            found.append((paths[:-1], paths[-1]))
+    return found
+
+
+def check_default_config(files: DeployFiles, code: CodeImports) -> None:
+    config = _command(files)[_command(files).index("--config") + 1]
+    sources = [src for srcs, dest in _copies(files) for src in srcs if dest == config]
+    assert sources, f"the image has no default config at {config}: `docker run` alone fails"
+    (source,) = sources
+    assert source.startswith("configs/"), f"the default config {source} is not under configs/"
+    settings = load_settings(REPO / source, environ={})
+    exposed = [i.args for i in files.instructions("EXPOSE")]
+    assert exposed == [str(settings.metrics.port)], f"{source} serves metrics elsewhere"
+    assert settings.metrics.host == "0.0.0.0", f"{source} serves metrics on loopback only"  # noqa: S104
+
+
+def _ignored(path: str, patterns: list[str]) -> bool:
+    """Whether .dockerignore's patterns (Docker's rules: last match wins, ! re-includes)
+    exclude `path` or a folder holding it."""
+    parts = path.split("/")
+    prefixes = ["/".join(parts[: i + 1]) for i in range(len(parts))]
+    excluded = False
+    for pattern in patterns:
+        negated, glob = pattern.startswith("!"), pattern.lstrip("!")
+        for prefix in prefixes:
+            if fnmatch.fnmatch(prefix, glob) or fnmatch.fnmatch(prefix, glob.removeprefix("**/")):
+                excluded = not negated
+    return excluded
+
+
+def check_dockerignore(files: DeployFiles, code: CodeImports) -> None:
+    lines = (line.strip() for line in files.dockerignore.splitlines())
+    patterns = [line for line in lines if line and not line.startswith("#")]
+    for heavy in (".venv", ".git", "stream_ctx/core/__pycache__"):
+        assert _ignored(heavy, patterns), f"the build context would carry {heavy}"
+    copied = [src for srcs, _ in _copies(files) for src in srcs]
+    excluded = [src for src in copied if _ignored(src.rstrip("/"), patterns)]
+    assert not excluded, f"the Dockerfile copies {excluded}, which .dockerignore excluded"
+
+
+def check_license(files: DeployFiles, code: CodeImports) -> None:
+    declared = tomllib.loads(files.pyproject)["project"]["license"]
+    assert declared == "Apache-2.0", f"pyproject declares {declared!r}"
+    head = " ".join(files.license.split()[:4])
+    assert head == "Apache License Version 2.0,", f"LICENSE starts {head!r}, not Apache 2.0"
+    assert "END OF TERMS AND CONDITIONS" in files.license, "LICENSE is not the full text"
+    copied = [src for srcs, _ in _copies(files) for src in srcs]
+    assert "LICENSE" in copied, "the wheel built in the image would lack LICENSE"
 
 
 def check_topics_service(files: DeployFiles, code: CodeImports) -> None:
@@ -407,6 +472,9 @@ CHECKS: list[Check] = [
     check_bootstrap_reaches_kafka,
     check_config_mount,
     check_metrics_port,
+    check_default_config,
+    check_dockerignore,
+    check_license,
     check_topics_service,
     check_start_order,
     check_image_build,
@@ -441,7 +509,22 @@ BREAKAGES = [
     Breakage(check_config_mount, "compose", "s/compose.toml", "s/no.toml", "does not exist"),
     Breakage(check_config_mount, "dockerfile", '"/etc/stream-ctx/', '"/opt/', "no volume"),
     Breakage(check_metrics_port, "dockerfile", "EXPOSE 9464", "EXPOSE 9000", "exposes ['9000']"),
-    Breakage(check_metrics_port, "dockerfile", "1:9464/healthz", "1:9000/healthz", "HEALTHCHECK"),
+    Breakage(
+        check_metrics_port,
+        "dockerfile",
+        '"healthcheck", "--config", "/etc',
+        '"healthcheck", "--config", "/opt',
+        "HEALTHCHECK",
+    ),
+    Breakage(
+        check_default_config, "dockerfile", "toml /etc/stream-ctx/", "toml /opt/", "no default"
+    ),
+    Breakage(check_default_config, "dockerfile", "EXPOSE 9464", "EXPOSE 9000", "elsewhere"),
+    Breakage(check_dockerignore, "dockerignore", ".venv\n", "", "would carry .venv"),
+    Breakage(check_dockerignore, "dockerignore", ".git\n", ".git\nconfigs\n", "['configs/"),
+    Breakage(check_license, "license", "Version 2.0", "Version 1.1", "not Apache 2.0"),
+    Breakage(check_license, "license", "END OF TERMS", "", "not the full text"),
+    Breakage(check_license, "dockerfile", "README.md LICENSE ./", "README.md ./", "lack LICENSE"),
     Breakage(check_metrics_port, "compose", '"9464:9464"', '"9464:9000"', "publishes"),
     Breakage(check_metrics_port, "prometheus", "stream-ctx:9464", "ctx:9464", "scrapes ['ctx:"),
     Breakage(check_topics_service, "compose", "- ctx.retrievals\n", "- ctx.in\n", "['ctx.in']"),
@@ -484,3 +567,25 @@ def test_check_catches(breakage: Breakage, code_imports: CodeImports) -> None:
     broken = replace(files, **{breakage.file: text.replace(breakage.old, breakage.new)})
     with pytest.raises(AssertionError, match=re.escape(breakage.message)):
         breakage.check(broken, code_imports)
+
+
+def test_readme_compose_commands_name_real_services_config_and_host_listener() -> None:
+    files, readme = DeployFiles.read(), (REPO / "README.md").read_text(encoding="utf-8")
+    execs = re.findall(
+        r"^docker compose -f docker/compose.yaml exec (?:-T )?(\S+) (.*)$", readme, re.M
+    )
+    assert {"produce", "tail"} <= {words.split()[1] for _, words in execs}, execs
+    config = _command(files)[_command(files).index("--config") + 1]
+    for service, words in execs:
+        assert service in files.services(), f"README execs into unknown service {service!r}"
+        assert _flags(shlex.split(words))["--config"] == [config], words
+    host_side = re.findall(
+        r"^STREAM_CTX_KAFKA_BOOTSTRAP_SERVERS=(\S+) \S+ (produce|tail)", readme, re.M
+    )
+    assert {command for _, command in host_side} == {"produce", "tail"}, host_side
+    advertised = _listeners(files.env("kafka")["KAFKA_ADVERTISED_LISTENERS"])
+    published = {str(p).partition(":")[0] for p in files.services()["kafka"]["ports"]}
+    for server, _ in host_side:
+        host, _, port = server.rpartition(":")
+        assert (host, int(port)) in advertised.values(), f"{server} is not an advertised listener"
+        assert port in published, f"{server}: compose does not publish port {port}"
