@@ -213,7 +213,8 @@ def test_readme_commands_and_snippets_run_as_written(
 
 
 def test_readme_demo_prints_every_bundle(environment: dict[str, str]) -> None:
-    (quick_start,) = [b for b in readme_blocks(README.read_text()) if "stream-ctx demo" in b.text]
+    blocks = readme_blocks(README.read_text())
+    (quick_start,) = [b for b in blocks if "stream-ctx demo" in b.text and "pip install" in b.text]
     demo = shlex.split(quick_start.text.rpartition("&&")[2])
     done = subprocess.run(
         demo, cwd=REPO, env=environment, capture_output=True, text=True, timeout=BLOCK_TIMEOUT_S
