@@ -476,3 +476,44 @@ def test_processor_tokens_bundle_below_naive_on_workload() -> None:
     bundled = sum(b.stats.tokens_bundle for b in bundles)
     naive = sum(b.stats.tokens_naive for b in bundles)
     assert bundled / naive < 1.0
+
+
+def test_item_events_record_each_offer_and_who_evicted_whom_only_when_recording() -> None:
+    events = [
+        make_retrieval(
+            items=[make_item(id="it-1", salience=0.5), make_item(id="it-2", salience=0.7)]
+        ),
+        make_retrieval(
+            items=[make_item(id="it-2", salience=0.7), make_item(id="it-3", salience=0.9)]
+        ),
+    ]
+    silent = ContextProcessor(BundleConfig(max_items=2))
+    recording = ContextProcessor(BundleConfig(max_items=2), is_recording_items=True)
+    for position, event in enumerate(events):
+        silent.apply(event, position=position)
+        recording.apply(event, position=position)
+    assert silent.take_item_events() == []
+    taken = recording.take_item_events()
+    assert [(e.position, e.result.item_id, e.result.status) for e in taken] == [
+        (0, "it-1", "accepted"),
+        (0, "it-2", "accepted"),
+        (1, "it-2", "merged"),
+        (1, "it-3", "accepted"),
+    ]
+    evicted = taken[-1].result.evicted
+    assert evicted is not None and evicted.id == "it-1"
+    assert recording.take_item_events() == []  # taken means reset
+
+
+def test_window_of_ranks_a_held_window_and_is_none_for_an_unknown_conversation() -> None:
+    processor = ContextProcessor(BundleConfig())
+    processor.apply(
+        make_retrieval(
+            items=[make_item(id="low", salience=0.3), make_item(id="high", salience=0.9)]
+        )
+    )
+    ranked = processor.window_of("c-1", now_ms=processor.stream_time_ms)
+    assert ranked is not None
+    assert [r.item.id for r in ranked] == ["high", "low"]
+    assert ranked[0].priority > ranked[1].priority
+    assert processor.window_of("nobody", now_ms=0) is None
