@@ -1,5 +1,8 @@
 """An independent check of issue 9's rule: no stretch of 32+ characters holding 4+ distinct words
-appears twice in a text. Brute force over a suffix array's neighbours, so it misses nothing."""
+appears twice in a text. Brute force over a suffix array's neighbours, so it misses nothing.
+
+Words are runs of non-space characters (`str.split`); `IDENTIFIER_PARTS` counts runs of word
+characters instead, a stricter reading in which `numpy.linalg.svd` is three words."""
 
 from __future__ import annotations
 
@@ -10,10 +13,11 @@ import pydivsufsort
 
 MIN_CHARS = 32
 MIN_WORDS = 4
-_WORD = re.compile(r"\w+")
+WORDS = re.compile(r"\S+")
+IDENTIFIER_PARTS = re.compile(r"\w+")
 
 
-def repeated_stretches(text: str) -> list[str]:
+def repeated_stretches(text: str, *, word: re.Pattern[str] = WORDS) -> list[str]:
     """Every stretch that breaks the rule (the shortest qualifying prefix of each repeat found)."""
     if len(text) < 2 * MIN_CHARS:
         return []
@@ -25,7 +29,7 @@ def repeated_stretches(text: str) -> list[str]:
         start = int(suffixes[k])
         common = text[start : start + int(lcp[k])]
         for end in range(MIN_CHARS, len(common) + 1):
-            if len(set(_WORD.findall(common[:end]))) >= MIN_WORDS:
+            if len(set(word.findall(common[:end]))) >= MIN_WORDS:
                 found.append(common[:end])
                 break
     return found

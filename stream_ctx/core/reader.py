@@ -6,12 +6,13 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from stream_ctx.core.render import stem_of
 from stream_ctx.core.repeats import Piece, Ref, resolve
 from stream_ctx.errors import StreamCtxError
 
-_BARE = re.compile(r'[^\s\[\](){}=;,#"@|`\\^«»-][^\s\[\](){}=;,#"@|`\\«»]*')
+_BARE = re.compile(r'[^\s\[\](){}=;,#"@|`\\^«»~-][^\s\[\](){}=;,#"@|`\\«»]*')
 _LEAD = re.compile(r"\[(\d+)\] ")
-_BODY_TOKEN = re.compile(r"(?m)^\\(?=\\*\[\d+\])|««|«(\d+):(\d+)\+(\d+)»")
+_BODY_TOKEN = re.compile(r"(?m)^\\(?=\\*\[\d+\])|««|«(\d+)(?::(\d+))?(?:\+(\d+))?»")
 _JSON = json.JSONDecoder()
 _DIGITS = re.compile(r"\d+")
 
@@ -22,7 +23,7 @@ class ContextSyntaxError(StreamCtxError):
 
 @dataclass
 class ReadItem:
-    """One item as the context states it."""
+    """One item as the context states it; `base` is the item its header was written against."""
 
     number: int
     id: str
@@ -30,6 +31,7 @@ class ReadItem:
     attributes: dict[str, str] = field(default_factory=dict)
     tags: list[str] = field(default_factory=list)
     content: str = ""
+    base: int | None = None
 
 
 def read_context(context: str) -> list[ReadItem]:
@@ -47,13 +49,14 @@ def read_context(context: str) -> list[ReadItem]:
         if end < pos or context[end] != "\n":
             raise ContextSyntaxError(f"item [{number}] does not end with a newline")
         body = context[pos:end]
-        item.content = resolve(_pieces(body), [it.content for it in items])
+        earlier = [it.content for it in items]
+        item.content = resolve(_pieces(body, earlier, number), earlier)
         items.append(item)
         pos = end + 1
     return items
 
 
-def _pieces(body: str) -> list[Piece]:
+def _pieces(body: str, earlier: list[str], number: int) -> list[Piece]:
     pieces: list[Piece] = []
     literal_from = 0
     for m in _BODY_TOKEN.finditer(body):
@@ -63,29 +66,58 @@ def _pieces(body: str) -> list[Piece]:
         if literal:
             pieces.append(literal)
         if m.group(1) is not None:
-            pieces.append(Ref(int(m.group(1)) - 1, int(m.group(2)), int(m.group(3))))
+            pieces.append(_ref(m, earlier, number))
         literal_from = m.end()
     if literal_from < len(body):
         pieces.append(body[literal_from:])
     return pieces
 
 
+def _ref(m: re.Match[str], earlier: list[str], number: int) -> Ref:
+    """A reference in any of its forms: `«k:s+n»`, `«k+n»`, `«k:s»`, `«k»`."""
+    source = int(m.group(1)) - 1
+    start = int(m.group(2)) if m.group(2) is not None else 0
+    if m.group(3) is not None:
+        length = int(m.group(3))
+    elif source < len(earlier):
+        length = len(earlier[source]) - start
+    else:
+        raise ContextSyntaxError(f"item [{number}]: a reference to itself needs a length")
+    if source > len(earlier):
+        raise ContextSyntaxError(f"item [{number}]: a reference to a later item, {m.group()}")
+    return Ref(source, start, length)
+
+
 def _header(s: str, pos: int, number: int, items: list[ReadItem]) -> tuple[ReadItem, int]:
     """Parse `id terms...\n` from `pos`; returns the item and the position after it."""
-    item_id, pos = _atom(s, pos)
+    is_abbreviated = s.startswith("~", pos)
+    item_id, pos = _atom(s, pos + is_abbreviated)
     item = ReadItem(number, item_id, "")
     has_kind = False
+    own_stem: set[str] = set()
     while s.startswith(" ", pos):
-        pos, is_kind = _term(s, pos + 1, item, items)
+        pos, is_kind = _term(s, pos + 1, item, items, own_stem)
         has_kind |= is_kind
     if not has_kind:
         raise ContextSyntaxError(f"item [{number}]: neither `(kind)` nor `^k` in its header")
     if not s.startswith("\n", pos):
         raise ContextSyntaxError(f"item [{number}]: expected a newline at character {pos}")
+    if is_abbreviated:
+        stem = stem_of(items[item.base - 1].id) if item.base is not None else None
+        if stem is None:
+            raise ContextSyntaxError(f"item [{number}]: `~` id without a base that has a stem")
+        item.id = stem + item.id
+    stem = stem_of(item.id)
+    if own_stem and stem is None:
+        raise ContextSyntaxError(f"item [{number}]: a `~` value but the id has no stem")
+    for name in own_stem:
+        item.attributes[name] = stem[:-1] if stem is not None else ""
     return item, pos + 1
 
 
-def _term(s: str, pos: int, item: ReadItem, items: list[ReadItem]) -> tuple[int, bool]:
+def _term(
+    s: str, pos: int, item: ReadItem, items: list[ReadItem], own_stem: set[str]
+) -> tuple[int, bool]:
     """Apply one header term (`(kind)`, `^k`, `-#tag`, `-name`, `#tag`, `name=value`) to `item`;
     returns the position after it and whether it set the kind."""
     if s.startswith("(", pos):
@@ -97,13 +129,14 @@ def _term(s: str, pos: int, item: ReadItem, items: list[ReadItem]) -> tuple[int,
         digits = _DIGITS.match(s, pos + 1)
         if digits is None or not 1 <= int(digits.group()) < item.number:
             raise ContextSyntaxError(f"item [{item.number}]: bad base at character {pos}")
-        base = items[int(digits.group()) - 1]
+        item.base = int(digits.group())
+        base = items[item.base - 1]
         item.kind, item.attributes, item.tags = base.kind, dict(base.attributes), list(base.tags)
         return digits.end(), True
-    return _metadata_term(s, pos, item), False
+    return _metadata_term(s, pos, item, own_stem), False
 
 
-def _metadata_term(s: str, pos: int, item: ReadItem) -> int:
+def _metadata_term(s: str, pos: int, item: ReadItem, own_stem: set[str]) -> int:
     if s.startswith("-#", pos):
         tag, end = _atom(s, pos + 2)
         item.tags = [t for t in item.tags if t != tag]
@@ -111,6 +144,7 @@ def _metadata_term(s: str, pos: int, item: ReadItem) -> int:
     if s.startswith("-", pos):
         name, end = _atom(s, pos + 1)
         item.attributes.pop(name, None)
+        own_stem.discard(name)
         return end
     if s.startswith("#", pos):
         tag, end = _atom(s, pos + 1)
@@ -119,8 +153,13 @@ def _metadata_term(s: str, pos: int, item: ReadItem) -> int:
     name, end = _atom(s, pos)
     if not s.startswith("=", end):
         raise ContextSyntaxError(f"item [{item.number}]: expected '=' at character {end}")
+    if s.startswith("~", end + 1):
+        own_stem.add(name)
+        item.attributes[name] = ""
+        return end + 2
     value, end = _atom(s, end + 1)
     item.attributes[name] = value
+    own_stem.discard(name)
     return end
 
 

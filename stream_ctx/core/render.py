@@ -2,8 +2,8 @@
 
 Lean, one entry per item: a header line `[n] id (kind)` with its attributes (`name=value`) and
 tags (`#tag`), or `[n] id ^k` and only what differs from item k (its kind included); then the
-content, each repeat written as `«k:start+length»` (characters of item k's content); then a
-newline. Content is escaped only where it could be read as framing: `«` is doubled, and a
+content, each repeat written as `«k:start+length»` (characters of item k's content; `«k+n»`,
+`«k:s»` and `«k»` when the copy starts at its start, runs to its end, or both); then a newline. Content is escaped only where it could be read as framing: `«` is doubled, and a
 backslash goes before a `\\*[digits]` that starts a line. An entry depends only on the entries
 before it, so in `stable` order an item that was sent before renders byte-identically in place.
 
@@ -31,12 +31,17 @@ READING_GUIDE = (
     " sets an attribute, `-name` drops one, `#tag` adds a tag, `-#tag` drops one). The item's"
     " text follows, up to the next `[n]` line. In a text, `«k:s+n»` stands for n characters of"
     " item k's text, starting at character s (counting from 0): read that text in its place."
+    " `«k+n»` is its first n characters, `«k:s»` all from character s on, `«k»` all of it."
     " `««` is a literal `«`; a backslash before a `[` that starts a line is not part of the"
     " text.\n"
 )
 """A constant for a platform's system prompt: how a model reads a lean context."""
 
-_PLAIN_ATOM = re.compile(r'[^\s\[\](){}=;,#"@|`\\^«»-][^\s\[\](){}=;,#"@|`\\«»]*')
+_PLAIN_ATOM = re.compile(r'[^\s\[\](){}=;,#"@|`\\^«»~-][^\s\[\](){}=;,#"@|`\\«»]*')
+# An id's stem: up to its last separator ("doc:3" -> "doc:"), where chunk ids put their number.
+_STEM = re.compile(r".*[:#/]", re.DOTALL)
+# Shorter stems are written out: `~` would save too little to be worth reading.
+_MIN_STEM_CHARS = 8
 _LINE_START_LOOKALIKE = re.compile(r"(?<=\n)(?=\\*\[\d+\])")
 _AT_START_LOOKALIKE = re.compile(r"\\*\[\d+\]")
 # Count-cache keys hash the segment text: 128 bits, so no two texts ever share a count.
@@ -68,8 +73,8 @@ def render_lean(items: Sequence[ContextItem], parsed: Sequence[Sequence[Piece]])
     """The lean context of `items` in this order, their contents parsed by parse_repeats."""
     segments: list[Segment] = []
     for n, (item, pieces) in enumerate(zip(items, parsed, strict=True)):
-        header = f" {atom(item.id)}{_metadata(item, items[:n])}\n"
-        segments += _entry(n + 1, header + _body(pieces) + "\n")
+        header = _header(item, items[:n])
+        segments += _entry(n + 1, header + _body(pieces, items[:n]) + "\n")
     return segments
 
 
@@ -89,12 +94,12 @@ def _entry(number: int, rest: str) -> list[Segment]:
     return [(lead, lead), (key, rest)]
 
 
-def _body(pieces: Sequence[Piece]) -> str:
+def _body(pieces: Sequence[Piece], earlier: Sequence[ContextItem]) -> str:
     out = []
     is_line_start = True
     for piece in pieces:
         if isinstance(piece, Ref):
-            out.append(f"«{piece.source + 1}:{piece.start}+{piece.length}»")
+            out.append(_reference(piece, earlier))
             is_line_start = False
             continue
         text = piece.replace("«", "««")
@@ -106,11 +111,42 @@ def _body(pieces: Sequence[Piece]) -> str:
     return "".join(out)
 
 
-def _metadata(item: ContextItem, earlier: Sequence[ContextItem]) -> str:
-    """The header after the id: kind, attributes and tags in full, or as the shortest difference
-    from a base item (whose kind it keeps unless it writes its own)."""
+def _reference(ref: Ref, earlier: Sequence[ContextItem]) -> str:
+    """`«k:s+n»`, shortened where the copy starts or ends where item k's text does: `«k+n»`,
+    `«k:s»`, or `«k»` for all of it (never for the item being written, still growing)."""
+    if ref.source < len(earlier):
+        is_to_end = ref.start + ref.length == len(earlier[ref.source].content)
+        if ref.start == 0 and is_to_end:
+            return f"«{ref.source + 1}»"
+        if ref.start == 0:
+            return f"«{ref.source + 1}+{ref.length}»"
+        if is_to_end:
+            return f"«{ref.source + 1}:{ref.start}»"
+    return f"«{ref.source + 1}:{ref.start}+{ref.length}»"
+
+
+def _header(item: ContextItem, earlier: Sequence[ContextItem]) -> str:
+    """The header after `[n]`: the id (`~rest` when it has its base's stem), then kind,
+    attributes and tags in full, or as the shortest difference from a base item."""
     base, diff = _best_base(item, earlier)
-    return diff if base is None else f" ^{base + 1}{diff}"
+    if base is None:
+        return f" {atom(item.id)}{diff}\n"
+    stem = stem_of(earlier[base].id)
+    if stem is not None and item.id.startswith(stem):
+        return f" ~{atom(item.id[len(stem) :])} ^{base + 1}{diff}\n"
+    return f" {atom(item.id)} ^{base + 1}{diff}\n"
+
+
+def stem_of(item_id: str) -> str | None:
+    """The id up to and including its last separator, if that is long enough to abbreviate."""
+    found = _STEM.match(item_id)
+    return found.group() if found and len(found.group()) >= _MIN_STEM_CHARS else None
+
+
+def _value(item: ContextItem, value: str) -> str:
+    """An attribute value; `~` when it is the item's own id stem without its separator."""
+    stem = stem_of(item.id)
+    return "~" if stem is not None and value == stem[:-1] else atom(value)
 
 
 def _best_base(item: ContextItem, earlier: Sequence[ContextItem]) -> tuple[int | None, str]:
@@ -127,7 +163,7 @@ def _best_base(item: ContextItem, earlier: Sequence[ContextItem]) -> tuple[int |
 
 def _full(item: ContextItem) -> str:
     parts = [f" ({atom(item.kind)})"]
-    parts += [f" {atom(name)}={atom(value)}" for name, value in item.attributes.items()]
+    parts += [f" {atom(name)}={_value(item, value)}" for name, value in item.attributes.items()]
     return "".join(parts + [f" #{atom(tag)}" for tag in item.tags])
 
 
@@ -136,7 +172,7 @@ def _difference(item: ContextItem, base: ContextItem) -> str | None:
     (dropping a tag drops every copy; added tags go last)."""
     parts = [f" ({atom(item.kind)})"] if item.kind != base.kind else []
     parts += [
-        f" {atom(name)}={atom(value)}"
+        f" {atom(name)}={_value(item, value)}"
         for name, value in item.attributes.items()
         if base.attributes.get(name) != value
     ]

@@ -2,10 +2,14 @@
 
 At every position the longest stretch that also starts earlier (in an earlier text, or earlier in
 the same one) is looked up in the longest-previous-factor array of a suffix array (pydivsufsort,
-in C): deterministic and exact, no sampling. A stretch of MIN_REPEAT_CHARS or more holding
-MIN_FACTOR_WORDS distinct words becomes a reference to its first earlier copy, so no stretch of
-32 characters with 4 distinct words is left written twice (its longest extension from the same
-start keeps at least 3 of them: only its last word can change, by being cut).
+in C): deterministic and exact, no sampling. Such a stretch becomes a reference to its first
+earlier copy when it is at least MIN_FACTOR_CHARS long and holds MIN_FACTOR_WORDS distinct words.
+That leaves no stretch of 32 characters with 4 distinct words written twice in a context: its
+longest extension from the same start holds at least 2 of its words (its last word may be cut,
+and a `»` of the framing before it may join its first), and at least 30 of its characters come
+from content (a `»` before and a `«` after it may be framing). Words are runs of non-space
+characters (as `str.split` finds them); runs of word characters count as well, so
+`numpy.linalg.svd` shares like three words.
 """
 
 from __future__ import annotations
@@ -18,11 +22,11 @@ from dataclasses import dataclass
 import numpy as np
 import pydivsufsort
 
-MIN_REPEAT_CHARS = 32
-MIN_FACTOR_WORDS = 3
+MIN_FACTOR_CHARS = 30
+MIN_FACTOR_WORDS = 2
 # Never in UTF-8 (surrogates included): a factor can't run from one text into the next.
 _SEPARATOR = b"\xff"
-_WORD = re.compile(r"\w+")
+_WORDS = (re.compile(r"\S+"), re.compile(r"\w+"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +46,7 @@ def parse_repeats(texts: Sequence[str]) -> list[list[Piece]]:
     """Each text as literal runs and references to the text before it, in the given order."""
     encoded = [text.encode("utf-8", "surrogatepass") for text in texts]
     joined = _SEPARATOR.join(encoded)
-    if len(joined) < 2 * MIN_REPEAT_CHARS:
+    if len(joined) < 2 * MIN_FACTOR_CHARS:
         return [[text] if text else [] for text in texts]
     lpf = _longest_previous_factor(joined)
     starts = [0]
@@ -68,7 +72,7 @@ def _parse_one(
     lpf: np.ndarray,
 ) -> list[Piece]:
     raw, base = encoded[n], starts[n]
-    candidates = np.flatnonzero(lpf[base : base + len(raw)] >= MIN_REPEAT_CHARS)
+    candidates = np.flatnonzero(lpf[base : base + len(raw)] >= MIN_FACTOR_CHARS)
     pieces: list[Piece] = []
     literal_from = 0
     k = 0
@@ -81,7 +85,7 @@ def _parse_one(
         while pos + length < len(raw) and raw[pos + length] & 0xC0 == 0x80:
             length -= 1
         text = raw[pos : pos + length].decode("utf-8", "surrogatepass")
-        if len(text) < MIN_REPEAT_CHARS or len(set(_WORD.findall(text))) < MIN_FACTOR_WORDS:
+        if len(text) < MIN_FACTOR_CHARS or not _has_words(text):
             continue
         found = joined.find(raw[pos : pos + length], 0, base + pos + length - 1)
         source = bisect_right(starts, found) - 1
@@ -94,6 +98,10 @@ def _parse_one(
     if literal_from < len(raw):
         pieces.append(raw[literal_from:].decode("utf-8", "surrogatepass"))
     return pieces
+
+
+def _has_words(text: str) -> bool:
+    return any(len(set(word.findall(text))) >= MIN_FACTOR_WORDS for word in _WORDS)
 
 
 def _chars(raw: bytes, byte_offset: int, text: str) -> int:

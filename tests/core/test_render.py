@@ -28,7 +28,7 @@ from tests.factories import (
     odd_text,
     retrieved_from,
 )
-from tests.repeat_check import repeated_stretches
+from benchmarks.repeat_check import repeated_stretches
 
 ORDERS: tuple[RenderOrder, ...] = ("priority", "stable", "edges")
 
@@ -87,6 +87,8 @@ def window_items(draw: st.DrawFn, *, max_items: int = 5) -> list[ContextItem]:
         attributes = draw(st.dictionaries(_atoms, _atoms, max_size=3))
         if draw(st.booleans()):
             attributes = shared_attributes | attributes
+        if draw(st.booleans()):
+            attributes["source"] = item_id.rpartition(draw(st.sampled_from(":#/")))[0]
         items.append(
             make_context_item(
                 id=item_id,
@@ -159,7 +161,12 @@ def test_neighbour_chunks_share_their_overlap_as_one_short_reference() -> None:
         make_context_item(id="doc:2", content=second),
     ]
     context = _lean(items)
-    assert f"\n[2] doc:2 ^1\n«1:640+160»{text[800:1440]}\n" in context
+    assert f"\n[2] doc:2 ^1\n«1:640»{text[800:1440]}\n" in context
+    backwards = _lean(items[::-1])
+    assert f"\n[2] doc:1 ^1\n{text[:640]}«1+160»\n" in backwards
+    both = _lean([items[0], make_context_item(id="again", content=first)])
+    assert both.endswith("\n[2] again ^1\n«1»\n")
+    _assert_reads_back(read_context(backwards), items[::-1])
 
 
 def test_short_repeats_and_repeats_of_few_words_stay_written() -> None:

@@ -1,0 +1,96 @@
+"""Context size on real text: the naive baseline, pasted items, and the lean format in each order,
+side by side in one run; prefix reuse per order; repeats left in any context. Asserts nothing.
+
+    python benchmarks/context_bench.py [--corpus numpy|stdlib] [--conversations 150]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from dataclasses import dataclass, field
+
+from repeat_check import IDENTIFIER_PARTS, repeated_stretches
+
+from stream_ctx import BundleConfig, ContextProcessor, get_tokenizer
+from stream_ctx.core.events import RenderOrder
+from stream_ctx.realtext import workload
+
+ORDERS: tuple[RenderOrder, ...] = ("priority", "stable", "edges")
+
+
+@dataclass
+class OrderResult:
+    """Sums over every bundle of one run."""
+
+    bundles: int = 0
+    tokens_bundle: int = 0
+    tokens_naive: int = 0
+    tokens_pasted: int = 0
+    later_tokens: int = 0
+    later_reused: int = 0
+    repeats: int = 0
+    repeats_strict: int = 0
+    finalize_ms: list[float] = field(default_factory=list)
+
+
+def run(events: list, order: RenderOrder, *, max_items: int) -> OrderResult:
+    """Replay the workload in one order and sum what its bundles cost."""
+    tokenizer = get_tokenizer()
+    processor = ContextProcessor(BundleConfig(max_items=max_items, order=order))
+    result = OrderResult()
+    seen: set[str] = set()
+    for event in events:
+        started = time.perf_counter()
+        bundle = processor.apply(event)
+        if bundle is None:
+            continue
+        result.finalize_ms.append((time.perf_counter() - started) * 1000)
+        stats = bundle.stats
+        result.bundles += 1
+        result.tokens_bundle += stats.tokens_bundle
+        result.tokens_naive += stats.tokens_naive
+        pasted = "".join(
+            f"[{n}] {item.id}\n" + "".join(bundle.blocks[b] for b in item.blocks) + "\n\n"
+            for n, item in enumerate(bundle.items, start=1)
+        )
+        result.tokens_pasted += tokenizer.count(pasted)
+        if bundle.conversation_id in seen:
+            result.later_tokens += stats.tokens_bundle
+            result.later_reused += stats.tokens_prefix_reused
+        seen.add(bundle.conversation_id)
+        result.repeats += len(repeated_stretches(bundle.context))
+        result.repeats_strict += len(repeated_stretches(bundle.context, word=IDENTIFIER_PARTS))
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--corpus", choices=["numpy", "stdlib"], default="numpy")
+    parser.add_argument("--conversations", type=int, default=150)
+    parser.add_argument("--max-items", type=int, default=10)
+    args = parser.parse_args()
+    events = workload(args.corpus, conversations=args.conversations)
+    print(
+        f"corpus {args.corpus}: {args.conversations} conversations, {len(events)} events, "
+        f"max_items {args.max_items}, tokenizer cl100k_base"
+    )
+    print(
+        "| order | bundles | naive | pasted | lean | lean/naive | pasted/naive "
+        "| prefix share after 1st | repeats left (strict) | finalize p50 ms |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for order in ORDERS:
+        r = run(events, order, max_items=args.max_items)
+        share = r.later_reused / r.later_tokens if r.later_tokens else 0.0
+        print(
+            f"| {order} | {r.bundles} | {r.tokens_naive:,} | {r.tokens_pasted:,} "
+            f"| {r.tokens_bundle:,} | {r.tokens_bundle / r.tokens_naive:.3f} "
+            f"| {r.tokens_pasted / r.tokens_naive:.3f} | {share:.1%} | {r.repeats} ({r.repeats_strict}) "
+            f"| {statistics.median(r.finalize_ms):.2f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
