@@ -3,9 +3,10 @@
 Lean, one entry per item: a header line `[n] id (kind)` with its attributes (`name=value`) and
 tags (`#tag`), or `[n] id ^k` and only what differs from item k (its kind included); then the
 content, each repeat written as `«k:start+length»` (characters of item k's content; `«k+n»`,
-`«k:s»` and `«k»` when the copy starts at its start, runs to its end, or both); then a newline. Content is escaped only where it could be read as framing: `«` is doubled, and a
-backslash goes before a `\\*[digits]` that starts a line. An entry depends only on the entries
-before it, so in `stable` order an item that was sent before renders byte-identically in place.
+`«k:s»` and `«k»` when the copy starts at its start, runs to its end, or both); then a newline.
+Content is escaped only where it could be read as framing: `«` is doubled, and a backslash goes
+before a `\\*[digits]` that starts a line. An entry depends only on the entries before it, so
+in `stable` order an item that was sent before renders byte-identically in place.
 
 Both forms are lists of segments (cache key, text) joined where cl100k's pre-tokenizer always
 splits (see tokenizer.py), so a context's count is the sum of its segments' cached counts.

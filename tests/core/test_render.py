@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from benchmarks.repeat_check import repeated_stretches
 from stream_ctx.core.accumulator import ContextItem
 from stream_ctx.core.config import BundleConfig
 from stream_ctx.core.events import RenderOrder
@@ -28,7 +29,6 @@ from tests.factories import (
     odd_text,
     retrieved_from,
 )
-from benchmarks.repeat_check import repeated_stretches
 
 ORDERS: tuple[RenderOrder, ...] = ("priority", "stable", "edges")
 
