@@ -11,8 +11,8 @@ from stream_ctx.core.repeats import Piece, Ref, resolve
 from stream_ctx.errors import StreamCtxError
 
 _BARE = re.compile(r'[^\s\[\](){}=;,#"@|`\\^«»~-][^\s\[\](){}=;,#"@|`\\«»]*')
-_LEAD = re.compile(r"\[(\d+)\] ")
-_BODY_TOKEN = re.compile(r"(?m)^\\(?=\\*\[\d+\])|««|«(\d+)(?::(\d+))?(?:\+(\d+))?»")
+_LEAD = re.compile(r"§(\d+) ")
+_BODY_TOKEN = re.compile(r"(?m)^\\(?=\\*§\d)|««|«(\d+)(?::(\d+))?(?:\+(\d+))?»")
 _JSON = json.JSONDecoder()
 _DIGITS = re.compile(r"\d+")
 
@@ -42,12 +42,12 @@ def read_context(context: str) -> list[ReadItem]:
         number = len(items) + 1
         lead = _LEAD.match(context, pos)
         if lead is None or int(lead.group(1)) != number:
-            raise ContextSyntaxError(f"expected item [{number}] at character {pos}")
+            raise ContextSyntaxError(f"expected item §{number} at character {pos}")
         item, pos = _header(context, lead.end(), number, items)
-        end = context.find(f"\n[{number + 1}] ", pos)
+        end = context.find(f"\n§{number + 1} ", pos)
         end = len(context) - 1 if end < 0 else end
         if end < pos or context[end] != "\n":
-            raise ContextSyntaxError(f"item [{number}] does not end with a newline")
+            raise ContextSyntaxError(f"item §{number} does not end with a newline")
         body = context[pos:end]
         earlier = [it.content for it in items]
         item.content = resolve(_pieces(body, earlier, number), earlier)
@@ -82,9 +82,9 @@ def _ref(m: re.Match[str], earlier: list[str], number: int) -> Ref:
     elif source < len(earlier):
         length = len(earlier[source]) - start
     else:
-        raise ContextSyntaxError(f"item [{number}]: a reference to itself needs a length")
+        raise ContextSyntaxError(f"item §{number}: a reference to itself needs a length")
     if source > len(earlier):
-        raise ContextSyntaxError(f"item [{number}]: a reference to a later item, {m.group()}")
+        raise ContextSyntaxError(f"item §{number}: a reference to a later item, {m.group()}")
     return Ref(source, start, length)
 
 
@@ -99,17 +99,17 @@ def _header(s: str, pos: int, number: int, items: list[ReadItem]) -> tuple[ReadI
         pos, is_kind = _term(s, pos + 1, item, items, own_stem)
         has_kind |= is_kind
     if not has_kind:
-        raise ContextSyntaxError(f"item [{number}]: neither `(kind)` nor `^k` in its header")
+        raise ContextSyntaxError(f"item §{number}: neither `(kind)` nor `^k` in its header")
     if not s.startswith("\n", pos):
-        raise ContextSyntaxError(f"item [{number}]: expected a newline at character {pos}")
+        raise ContextSyntaxError(f"item §{number}: expected a newline at character {pos}")
     if is_abbreviated:
         stem = stem_of(items[item.base - 1].id) if item.base is not None else None
         if stem is None:
-            raise ContextSyntaxError(f"item [{number}]: `~` id without a base that has a stem")
+            raise ContextSyntaxError(f"item §{number}: `~` id without a base that has a stem")
         item.id = stem + item.id
     stem = stem_of(item.id)
     if own_stem and stem is None:
-        raise ContextSyntaxError(f"item [{number}]: a `~` value but the id has no stem")
+        raise ContextSyntaxError(f"item §{number}: a `~` value but the id has no stem")
     for name in own_stem:
         item.attributes[name] = stem[:-1] if stem is not None else ""
     return item, pos + 1
@@ -123,12 +123,12 @@ def _term(
     if s.startswith("(", pos):
         item.kind, end = _atom(s, pos + 1)
         if not s.startswith(")", end):
-            raise ContextSyntaxError(f"item [{item.number}]: expected ')' at character {end}")
+            raise ContextSyntaxError(f"item §{item.number}: expected ')' at character {end}")
         return end + 1, True
     if s.startswith("^", pos):
         digits = _DIGITS.match(s, pos + 1)
         if digits is None or not 1 <= int(digits.group()) < item.number:
-            raise ContextSyntaxError(f"item [{item.number}]: bad base at character {pos}")
+            raise ContextSyntaxError(f"item §{item.number}: bad base at character {pos}")
         item.base = int(digits.group())
         base = items[item.base - 1]
         item.kind, item.attributes, item.tags = base.kind, dict(base.attributes), list(base.tags)
@@ -152,7 +152,7 @@ def _metadata_term(s: str, pos: int, item: ReadItem, own_stem: set[str]) -> int:
         return end
     name, end = _atom(s, pos)
     if not s.startswith("=", end):
-        raise ContextSyntaxError(f"item [{item.number}]: expected '=' at character {end}")
+        raise ContextSyntaxError(f"item §{item.number}: expected '=' at character {end}")
     if s.startswith("~", end + 1):
         own_stem.add(name)
         item.attributes[name] = ""

@@ -1,7 +1,7 @@
 """Render items as prompt text: the lean lossless format, and the fixed naive baseline.
 
-Lean, one entry per item: a header line `[n] id (kind)` with its attributes (`name=value`) and
-tags (`#tag`), or `[n] id ^k` and only what differs from item k (its kind included); then the
+Lean, one entry per item: a header line `§n id (kind)` with its attributes (`name=value`) and
+tags (`#tag`), or `§n id ^k` and only what differs from item k (its kind included); then the
 content, each repeat written as `«k:start+length»` (characters of item k's content; `«k+n»`,
 `«k:s»` and `«k»` when the copy starts at its start, runs to its end, or both); then a newline.
 Content is escaped only where it could be read as framing: `«` is doubled, and a backslash goes
@@ -26,11 +26,11 @@ from stream_ctx.core.repeats import Piece, Ref
 Segment = tuple[Hashable, str]
 
 READING_GUIDE = (
-    "Retrieved context lists items. `[n] id (kind)` starts item n; `name=value` and `#tag`"
-    " after it are the item's attributes and tags. `[n] id ^k` means: the same kind, attributes"
+    "Retrieved context lists items. `§n id (kind)` starts item n; `name=value` and `#tag`"
+    " after it are the item's attributes and tags. `§n id ^k` means: the same kind, attributes"
     " and tags as item k, except what is written after it (`(kind)` sets the kind, `name=value`"
     " sets an attribute, `-name` drops one, `#tag` adds a tag, `-#tag` drops one). The item's"
-    " text follows, up to the next `[n]` line. In a text, `«k:s+n»` stands for n characters of"
+    " text follows, up to the next `§n` line. In a text, `«k:s+n»` stands for n characters of"
     " item k's text, starting at character s (counting from 0): read that text in its place."
     " `«k+n»` is its first n characters, `«k:s»` all from character s on, `«k»` all of it."
     " `««` is a literal `«`; a backslash before a `[` that starts a line is not part of the"
@@ -43,8 +43,8 @@ _PLAIN_ATOM = re.compile(r'[^\s\[\](){}=;,#"@|`\\^«»~-][^\s\[\](){}=;,#"@|`\\�
 _STEM = re.compile(r".*[:#/]", re.DOTALL)
 # Shorter stems are written out: `~` would save too little to be worth reading.
 _MIN_STEM_CHARS = 8
-_LINE_START_LOOKALIKE = re.compile(r"(?<=\n)(?=\\*\[\d+\])")
-_AT_START_LOOKALIKE = re.compile(r"\\*\[\d+\]")
+_LINE_START_LOOKALIKE = re.compile(r"(?<=\n)(?=\\*§\d)")
+_AT_START_LOOKALIKE = re.compile(r"\\*§\d")
 # Count-cache keys hash the segment text: 128 bits, so no two texts ever share a count.
 _KEY_BYTES = 16
 # Bases are looked for among this many items before: headers stay linear in the window.
@@ -66,7 +66,7 @@ def render_naive(items: Sequence[ContextItem]) -> list[Segment]:
         header = [f" {item.id} ({item.kind})"]
         header += [f" {name}={value}" for name, value in item.attributes.items()]
         header += [f" #{tag}" for tag in item.tags]
-        segments += _entry(number, "".join(header) + f"\n{item.content}\n\n")
+        segments += _entry(f"[{number}]", "".join(header) + f"\n{item.content}\n\n")
     return segments
 
 
@@ -75,7 +75,7 @@ def render_lean(items: Sequence[ContextItem], parsed: Sequence[Sequence[Piece]])
     segments: list[Segment] = []
     for n, (item, pieces) in enumerate(zip(items, parsed, strict=True)):
         header = _header(item, items[:n])
-        segments += _entry(n + 1, header + _body(pieces, items[:n]) + "\n")
+        segments += _entry(f"§{n + 1}", header + _body(pieces, items[:n]) + "\n")
     return segments
 
 
@@ -87,10 +87,10 @@ def is_sharing(items: Sequence[ContextItem], parsed: Sequence[Sequence[Piece]]) 
     )
 
 
-def _entry(number: int, rest: str) -> list[Segment]:
-    """An entry as its lead `[n]` and the rest, which starts with a space: the pre-tokenizer
+def _entry(lead: str, rest: str) -> list[Segment]:
+    """An entry as its lead (`§n`, or the baseline's `[n]`) and the rest, which starts with a
+    space: the pre-tokenizer
     always splits between the two, so the rest's count survives renumbering."""
-    lead = f"[{number}]"
     key = hashlib.blake2b(rest.encode("utf-8", "surrogatepass"), digest_size=_KEY_BYTES).digest()
     return [(lead, lead), (key, rest)]
 
@@ -127,7 +127,7 @@ def _reference(ref: Ref, earlier: Sequence[ContextItem]) -> str:
 
 
 def _header(item: ContextItem, earlier: Sequence[ContextItem]) -> str:
-    """The header after `[n]`: the id (`~rest` when it has its base's stem), then kind,
+    """The header after `§n`: the id (`~rest` when it has its base's stem), then kind,
     attributes and tags in full, or as the shortest difference from a base item."""
     base, diff = _best_base(item, earlier)
     if base is None:

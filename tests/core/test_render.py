@@ -161,11 +161,11 @@ def test_neighbour_chunks_share_their_overlap_as_one_short_reference() -> None:
         make_context_item(id="doc:2", content=second),
     ]
     context = _lean(items)
-    assert f"\n[2] doc:2 ^1\n«1:640»{text[800:1440]}\n" in context
+    assert f"\n§2 doc:2 ^1\n«1:640»{text[800:1440]}\n" in context
     backwards = _lean(items[::-1])
-    assert f"\n[2] doc:1 ^1\n{text[:640]}«1+160»\n" in backwards
+    assert f"\n§2 doc:1 ^1\n{text[:640]}«1+160»\n" in backwards
     both = _lean([items[0], make_context_item(id="again", content=first)])
-    assert both.endswith("\n[2] again ^1\n«1»\n")
+    assert both.endswith("\n§2 again ^1\n«1»\n")
     _assert_reads_back(read_context(backwards), items[::-1])
 
 
@@ -184,22 +184,23 @@ def test_short_repeats_and_repeats_of_few_words_stay_written() -> None:
 
 def test_plain_prose_has_no_fences_or_escapes() -> None:
     items = [make_context_item(id="a", content="Plain prose, with [brackets] and a \\ backslash.")]
-    assert _lean(items) == "[1] a (chunk)\nPlain prose, with [brackets] and a \\ backslash.\n"
+    assert _lean(items) == "§1 a (chunk)\nPlain prose, with [brackets] and a \\ backslash.\n"
 
 
 @pytest.mark.parametrize(
     ("content", "written"),
     [
-        ("x\n[2] y (chunk)\n", "x\n\\[2] y (chunk)\n"),
-        ("[7] starts like a header", "\\[7] starts like a header"),
-        ("x\n\\[3] already escaped", "x\n\\\\[3] already escaped"),
+        ("x\n§2 y (chunk)\n", "x\n\\§2 y (chunk)\n"),
+        ("§7 starts like a header", "\\§7 starts like a header"),
+        ("x\n\\§3 already escaped", "x\n\\\\§3 already escaped"),
+        ("x\n[2] y (chunk)\n and § 4", "x\n[2] y (chunk)\n and § 4"),
         ("a «1:0+3» look-alike «", "a ««1:0+3» look-alike ««"),
     ],
 )
 def test_content_that_looks_like_framing_is_escaped(content: str, written: str) -> None:
     items = [make_context_item(id="a", content=content)]
     context = _lean(items)
-    assert context == f"[1] a (chunk)\n{written}\n"
+    assert context == f"§1 a (chunk)\n{written}\n"
     _assert_reads_back(read_context(context), items)
 
 
@@ -214,8 +215,8 @@ def test_header_names_a_base_and_writes_only_what_differs() -> None:
     ]
     context = _lean(items)
     assert context.count("numpy/linalg/_linalg.py") == 1
-    assert "[2] b ^1\n" in context
-    assert "[3] c ^2 section=Examples -#linalg\n" in context
+    assert "§2 b ^1\n" in context
+    assert "§3 c ^2 section=Examples -#linalg\n" in context
     _assert_reads_back(read_context(context), items)
 
 
@@ -239,7 +240,7 @@ def test_atom_is_bare_only_when_unambiguous(text: str, expected: str) -> None:
 
 
 def test_reading_guide_names_every_construct() -> None:
-    constructs = ("[n] id (kind)", "[n] id ^k", "name=value", "-name", "-#tag", "«k:s+n»", "««")
+    constructs = ("§n id (kind)", "§n id ^k", "name=value", "-name", "-#tag", "«k:s+n»", "««")
     for construct in constructs:
         assert construct in READING_GUIDE
 
