@@ -146,6 +146,7 @@ def test_every_metric_is_prefixed_and_documented() -> None:
         "stream_ctx_events_consumed": "counter",
         "stream_ctx_bundles_published": "counter",
         "stream_ctx_dead_letters": "counter",
+        "stream_ctx_dead_letters_truncated": "counter",
         "stream_ctx_items": "counter",
         "stream_ctx_tokens_naive": "counter",
         "stream_ctx_tokens_bundle": "counter",
