@@ -8,12 +8,15 @@ from stream_ctx.core.config import PRESETS, BundleConfig, bundle_config_from_tab
 from stream_ctx.core.dag import SharedAttribute, StateDag, block_id
 from stream_ctx.core.events import End, Event, Finalize, Retrieval, RetrievedItem
 from stream_ctx.core.processor import ContextProcessor
+from stream_ctx.core.reader import ContextSyntaxError, ReadItem, read_context
+from stream_ctx.core.render import READING_GUIDE
 from stream_ctx.core.scoring import priority, rank_key, recency
 from stream_ctx.core.tokenizer import TiktokenTokenizer, Tokenizer, get_tokenizer
 from stream_ctx.errors import ConfigError, InvalidEventError, StreamCtxError
 
 __all__ = (
     "PRESETS",
+    "READING_GUIDE",
     "AddResult",
     "Assembly",
     "Bundle",
@@ -24,12 +27,14 @@ __all__ = (
     "ConfigError",
     "ContextItem",
     "ContextProcessor",
+    "ContextSyntaxError",
     "DagContextAssembler",
     "End",
     "Event",
     "Finalize",
     "InvalidEventError",
     "RankedItem",
+    "ReadItem",
     "Retrieval",
     "RetrievedItem",
     "SharedAttribute",
@@ -44,5 +49,6 @@ __all__ = (
     "get_tokenizer",
     "priority",
     "rank_key",
+    "read_context",
     "recency",
 )

@@ -240,7 +240,8 @@ def test_atom_is_bare_only_when_unambiguous(text: str, expected: str) -> None:
 
 
 def test_reading_guide_names_every_construct() -> None:
-    constructs = ("§n id (kind)", "§n id ^k", "name=value", "-name", "-#tag", "«k:s+n»", "««")
+    constructs = ("§n id (kind)", "§n id ^k", "name=value", "-name", "-#tag", "`~rest`", "«k:s+n»")
+    constructs += ("«k+n»", "«k:s»", "«k»", "««")
     for construct in constructs:
         assert construct in READING_GUIDE
 
