@@ -48,6 +48,8 @@ _LINE_START_LOOKALIKE = re.compile(r"(?<=\n)(?=\\*§\d)")
 _AT_START_LOOKALIKE = re.compile(r"\\*§\d")
 # Count-cache keys hash the segment text: 128 bits, so no two texts ever share a count.
 _KEY_BYTES = 16
+# Roughly how cl100k splits a header: a word or a punctuation run, each with its leading space.
+_TOKENISH = re.compile(r" ?[^\W\d_]+| ?\d{1,3}| ?[^\w\s]+| ?_+|\s+")
 # Bases are looked for among this many items before: headers stay linear in the window.
 _BASE_WINDOW = 16
 
@@ -153,14 +155,20 @@ def _value(item: ContextItem, value: str) -> str:
 
 def _best_base(item: ContextItem, earlier: Sequence[ContextItem]) -> tuple[int | None, str]:
     """The earlier item whose metadata this one's differs least from (the nearest on a tie), if
-    naming it is shorter than writing everything out; only the last _BASE_WINDOW are tried."""
+    naming it costs fewer tokens than writing everything out; only the last _BASE_WINDOW are
+    tried."""
     best: tuple[int | None, str] = (None, _full(item))
-    best_cost = len(best[1])
+    best_cost = _cost(best[1])
     for k in range(len(earlier) - 1, max(len(earlier) - _BASE_WINDOW, 0) - 1, -1):
         diff = _difference(item, earlier[k])
-        if diff is not None and len(diff) + len(str(k + 1)) + 2 < best_cost:
-            best, best_cost = (k, diff), len(diff) + len(str(k + 1)) + 2
+        if diff is not None and _cost(f" ^{k + 1}{diff}") < best_cost:
+            best, best_cost = (k, diff), _cost(f" ^{k + 1}{diff}")
     return best
+
+
+def _cost(header: str) -> int:
+    """About how many tokens a header costs: its words, numbers and punctuation runs."""
+    return len(_TOKENISH.findall(header))
 
 
 def _full(item: ContextItem) -> str:
