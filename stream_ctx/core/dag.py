@@ -1,16 +1,18 @@
 """StateDag: items point at shared nodes, attribute values, tags and content blocks, stored once.
 
-Content is cut at the edges of every reference the repeat parse found (repeats.py), mirrored into
-every copy, so each repeated stretch is one block wherever it sits. Block ids hash the text, so
-the same text has the same id in every bundle.
+Content is cut where the repeat parse (repeats.py) found a reference: a referenced stretch becomes
+its own block in the item it comes from, and the item that refers to it uses those same blocks.
+Block ids hash the text, so the same text has the same id in every bundle.
 """
 
 from __future__ import annotations
 
 import hashlib
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import pairwise
 
 import msgspec
@@ -22,6 +24,7 @@ from stream_ctx.core.repeats import Piece, Ref
 _BLOCK_ID_BYTES = 6
 
 
+@lru_cache(maxsize=1 << 16)
 def block_id(text: str) -> str:
     """Content address of a block: same text, same id, in every bundle."""
     digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=_BLOCK_ID_BYTES)
@@ -39,17 +42,6 @@ class SharedAttribute(msgspec.Struct, frozen=True, kw_only=True):
 
 
 @dataclass(frozen=True, slots=True)
-class _Match:
-    """Equal text at `[a_pos, a_pos + length)` of text `a` and `[b_pos, ...)` of text `b`."""
-
-    a: int
-    a_pos: int
-    b: int
-    b_pos: int
-    length: int
-
-
-@dataclass(frozen=True, slots=True)
 class StateDag:
     """The dedup graph of one bundle's items, in their rendering order."""
 
@@ -61,7 +53,9 @@ class StateDag:
     @classmethod
     def build(cls, items: Sequence[ContextItem], parsed: Sequence[Sequence[Piece]]) -> StateDag:
         """The graph of `items` whose contents parse into `parsed` (parse_repeats)."""
-        pieces = _cut([item.content for item in items], _matches(parsed))
+        contents = [item.content for item in items]
+        spans = _spans(contents, parsed)
+        pieces = [[contents[n][a:b] for a, b in item_spans] for n, item_spans in enumerate(spans)]
         piece_uses = Counter(piece for item_pieces in pieces for piece in item_pieces)
         pieces = [_merge_single_use(item_pieces, piece_uses) for item_pieces in pieces]
         blocks: dict[str, str] = {}
@@ -77,45 +71,46 @@ class StateDag:
         return cls(blocks, item_blocks, uses, _shared_attributes(items))
 
 
-def _matches(parsed: Sequence[Sequence[Piece]]) -> list[_Match]:
-    """Every reference as a pair of equal stretches: its source and where it is used."""
-    matches = []
-    for n, pieces in enumerate(parsed):
-        pos = 0
+Span = tuple[int, int]
+
+
+def _spans(contents: list[str], parsed: Sequence[Sequence[Piece]]) -> list[list[Span]]:
+    """Each content as block spans: literal runs cut where a later reference starts or ends in
+    them, and each reference as the spans of its source over the copied range."""
+    cuts: list[set[int]] = [set() for _ in contents]
+    for pieces in parsed:
         for piece in pieces:
             if isinstance(piece, Ref):
-                matches.append(_Match(piece.source, piece.start, n, pos, piece.length))
-                pos += piece.length
+                cuts[piece.source].update((piece.start, piece.start + piece.length))
+    spans: list[list[Span]] = []
+    for n, pieces in enumerate(parsed):
+        edges = sorted(cuts[n])
+        out: list[Span] = []
+        pos = 0
+        for piece in pieces:
+            if isinstance(piece, str):
+                end = pos + len(piece)
+                inside = edges[bisect_right(edges, pos) : bisect_left(edges, end)]
+                out += pairwise([pos, *inside, end])
+            elif piece.source == n:
+                end = pos + piece.length  # a copy of this text's own earlier part: one block
+                out.append((pos, end))
             else:
-                pos += len(piece)
-    return matches
+                end = pos + piece.length
+                out += _copied(spans[piece.source], piece.start, end - pos, pos)
+            pos = end
+        spans.append(out)
+    return spans
 
 
-def _cut(texts: list[str], matches: list[_Match]) -> list[list[str]]:
-    """Split every text at the edges of its repeats, mirrored into every copy until stable."""
-    cuts = [{0, len(text)} for text in texts]
-    for m in matches:
-        cuts[m.a].update((m.a_pos, m.a_pos + m.length))
-        cuts[m.b].update((m.b_pos, m.b_pos + m.length))
-    # Each pass only adds cuts and there are at most sum(len) of them, so this terminates.
-    is_changed = True
-    while is_changed:
-        is_changed = False
-        for m in matches:
-            is_changed |= _mirror(cuts[m.a], m.a_pos, cuts[m.b], m.b_pos, m.length)
-            is_changed |= _mirror(cuts[m.b], m.b_pos, cuts[m.a], m.a_pos, m.length)
-    pieces = []
-    for text, text_cuts in zip(texts, cuts, strict=True):
-        edges = sorted(text_cuts)
-        pieces.append([text[i:j] for i, j in pairwise(edges) if j > i])
-    return pieces
-
-
-def _mirror(src: set[int], src_pos: int, dst: set[int], dst_pos: int, length: int) -> bool:
-    """Copy the cuts inside one copy of a repeat to the same offsets in the other copy."""
-    missing = {dst_pos + c - src_pos for c in src if src_pos < c < src_pos + length} - dst
-    dst |= missing
-    return bool(missing)
+def _copied(source: list[Span], start: int, length: int, at: int) -> list[Span]:
+    """The source's spans over [start, start + length), clipped, moved to begin at `at`."""
+    stop = start + length
+    return [
+        (at + max(a, start) - start, at + min(b, stop) - start)
+        for a, b in source
+        if a < stop and b > start
+    ]
 
 
 def _merge_single_use(pieces: list[str], uses: Counter[str]) -> list[str]:

@@ -163,6 +163,8 @@ def _best_base(item: ContextItem, earlier: Sequence[ContextItem]) -> tuple[int |
         diff = _difference(item, earlier[k])
         if diff is not None and _cost(f" ^{k + 1}{diff}") < best_cost:
             best, best_cost = (k, diff), _cost(f" ^{k + 1}{diff}")
+            if not diff:
+                break  # the same metadata: nothing further back can cost less
     return best
 
 

@@ -26,6 +26,8 @@ MIN_FACTOR_CHARS = 30
 MIN_FACTOR_WORDS = 2
 # Never in UTF-8 (surrogates included): a factor can't run from one text into the next.
 _SEPARATOR = b"\xff"
+# Enough characters to hold a few words: checking them first spares counting a long copy's words.
+_HEAD_CHARS = 64
 _WORDS = (re.compile(r"\S+"), re.compile(r"\w+"))
 
 
@@ -101,7 +103,12 @@ def _parse_one(
 
 
 def _has_words(text: str) -> bool:
-    return any(len(set(word.findall(text))) >= MIN_FACTOR_WORDS for word in _WORDS)
+    """Whether `text` holds MIN_FACTOR_WORDS distinct words; its head usually tells."""
+    return any(
+        len(set(word.findall(part))) >= MIN_FACTOR_WORDS
+        for part in (text[:_HEAD_CHARS], text)
+        for word in _WORDS
+    )
 
 
 def _chars(raw: bytes, byte_offset: int, text: str) -> int:
