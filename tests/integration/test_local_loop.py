@@ -227,3 +227,33 @@ async def test_healthcheck_follows_the_configured_metrics_port(
             with anyio.fail_after(STOP_TIMEOUT_S):
                 status = await runner.wait()
     assert status == 0
+
+
+def test_broker_refuses_a_busy_port_or_a_remote_bootstrap_in_one_line() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        busy = subprocess.run(
+            [str(STREAM_CTX), "broker", "--port", str(port)],
+            capture_output=True,
+            text=True,
+            env=_environment(),
+            timeout=START_TIMEOUT_S,
+            check=False,
+        )
+    assert (busy.returncode, busy.stderr) == (
+        2,
+        f"stream-ctx: BrokerError: cannot start the embedded broker: 127.0.0.1:{port} is already"
+        " in use\n",
+    )
+    remote = subprocess.run(
+        [str(STREAM_CTX), "broker"],
+        capture_output=True,
+        text=True,
+        env=_environment() | {"STREAM_CTX_KAFKA_BOOTSTRAP_SERVERS": "kafka:9092"},
+        timeout=START_TIMEOUT_S,
+        check=False,
+    )
+    assert remote.returncode == 2
+    assert remote.stderr.startswith("stream-ctx: ConfigError: `kafka.bootstrap_servers` starts")
