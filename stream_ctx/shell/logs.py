@@ -20,7 +20,8 @@ RATE_BURST = 3
 # Distinct messages tracked; more (a library formatting values into its messages) resets them.
 _MAX_TRACKED = 1_000
 _HANDLER_NAME = "stream-ctx"
-_encoder = msgspec.json.Encoder()
+# A library's `extra` value of a type JSON lacks is written as its repr, not a logging error.
+_encoder = msgspec.json.Encoder(enc_hook=repr)
 # Record attributes that are logging's own; anything else passed via `extra=` is a field.
 _STANDARD = set(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
 

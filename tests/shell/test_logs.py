@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from stream_ctx.shell.logs import RateLimit
+from stream_ctx.shell.logs import JsonFormatter, RateLimit
 
 STREAM_CTX = Path(sys.executable).parent / "stream-ctx"
 # A refused connection fails the first metadata call at once; a minute bounds a loaded runner.
@@ -112,3 +112,12 @@ def test_version_prints_the_package_version() -> None:
         0,
         f"stream-ctx {importlib.metadata.version('stream-ctx')}\n",
     )
+
+
+def test_json_formatter_writes_any_extra_value() -> None:
+    record = _record("sent %d", logging.INFO)
+    record.args = (3,)
+    record.partition = object()
+    line = json.loads(JsonFormatter().format(record))
+    assert line["message"] == "sent 3"
+    assert line["partition"].startswith("<object object at ")
