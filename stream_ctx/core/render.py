@@ -23,7 +23,6 @@ import msgspec
 
 from stream_ctx.core.accumulator import ContextItem
 from stream_ctx.core.repeats import Piece, Ref
-from stream_ctx.core.tokenizer import FORCED_JOINT
 
 Segment = tuple[Hashable, str]
 
@@ -93,21 +92,22 @@ def is_sharing(items: Sequence[ContextItem], parsed: Sequence[Sequence[Piece]]) 
 
 
 def _entry(lead: str, rest: str) -> list[Segment]:
-    """An entry as its lead (`§n`, or the baseline's `[n]`), then the rest cut into lines at
-    FORCED_JOINT, the last line once more after its last letter or digit (the baseline's entry
-    ends in one more newline than the lean one). The pre-tokenizer always splits at each cut, so
-    counts add up; a line's count survives renumbering, and the two renderings share the count
-    of every line they have in common."""
-    cuts = [m.start() for m in FORCED_JOINT.finditer(rest)]
-    last = cuts[-1] if cuts else 0
-    tail = _after_last_word(rest, last)
-    if last < tail < len(rest):
+    """An entry as its lead (`§n`, or the baseline's `[n]`), its header line, its text up to the
+    last letter or digit, and what follows that (the baseline ends in one more newline). The
+    pre-tokenizer always splits at these cuts, so counts add up; the counts survive renumbering,
+    and the lean entry and the baseline share the count of a text they write alike."""
+    cuts = []
+    header_end = rest.find("\n") + 1
+    if 0 < header_end < len(rest) and not rest[header_end].isspace():
+        cuts.append(header_end)  # a newline before a non-space character: FORCED_JOINT
+    tail = _after_last_word(rest, cuts[-1] if cuts else 0)
+    if (cuts[-1] if cuts else 0) < tail < len(rest):
         cuts.append(tail)
     segments: list[Segment] = [(lead, lead)]
     for start, end in pairwise([0, *cuts, len(rest)]):
-        line = rest[start:end]
-        key = hashlib.blake2b(line.encode("utf-8", "surrogatepass"), digest_size=_KEY_BYTES)
-        segments.append((key.digest(), line))
+        text = rest[start:end]
+        key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=_KEY_BYTES)
+        segments.append((key.digest(), text))
     return segments
 
 
