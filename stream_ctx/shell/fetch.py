@@ -51,9 +51,7 @@ async def fetch_isolating(
     failed: list[UndecodableBatchError] = []
     for tp, offset in positions.items():
         try:
-            batch.update(
-                await consumer.getmany(tp, timeout_ms=timeout_ms, max_records=max_records)
-            )
+            batch.update(await consumer.getmany(tp, timeout_ms=timeout_ms, max_records=max_records))
         except DECODE_ERRORS as exc:
             consumer.seek(tp, offset)  # the failed fetch moved past records it never returned
             consumer.pause(tp)
