@@ -71,6 +71,11 @@ class EmbeddedBroker:
             return portal.call(launch)
 
     @property
+    def pid(self) -> int:
+        """The broker process's id (tests pause it with SIGSTOP to play a network partition)."""
+        return self._process.pid
+
+    @property
     def is_running(self) -> bool:
         """Whether the broker process is still alive."""
         return self._process.poll() is None

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 
 import anyio
 from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition
 
+from stream_ctx.errors import BrokerError
 from stream_ctx.shell.changelog import RestoredPartition
 
 # How long one fetch waits before the loop checks what is left to read.
@@ -32,7 +34,7 @@ async def read_changelogs(
     for changelog_tp in sources:
         restorer.seek(changelog_tp, 0)
     remaining = set(sources)
-    with anyio.fail_after(timeout_s):
+    with _bounded(timeout_s, remaining):
         while remaining:
             beat()
             fetched = await restorer.getmany(*remaining, timeout_ms=_POLL_MS)
@@ -47,3 +49,17 @@ async def read_changelogs(
                 ):
                     remaining.discard(changelog_tp)
     return restored
+
+
+@contextmanager
+def _bounded(timeout_s: float, remaining: set[TopicPartition]) -> Iterator[None]:
+    """`fail_after`, raised as a retriable BrokerError naming what was left to read."""
+    try:
+        with anyio.fail_after(timeout_s):
+            yield
+    except TimeoutError as exc:
+        left = ", ".join(f"{tp.topic}/{tp.partition}" for tp in sorted(remaining))
+        raise BrokerError(
+            f"changelog restore did not reach the end of {left} within "
+            f"state.restore_timeout_s = {timeout_s}"
+        ) from exc

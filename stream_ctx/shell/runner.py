@@ -1,14 +1,7 @@
 """The stream processor: a consumer-group member applying events and publishing bundles.
 
-The at-least-once protocol that makes replays exact, in this order:
-1. per batch, publish bundles and dead letters and write new item versions to the changelog
-   (sent at once; the next batch is processed while they are on the wire);
-at each flush (every `state.commit_interval_ms`, on revocation, when idle, at shutdown):
-   await every step-1 acknowledgement since the last flush;
-2. write the conversation states (each names the input offset it reflects); await acks;
-3. write tombstones for superseded item versions; commit the input offsets.
-A crash anywhere leaves states that only point at written items and bundles already published
-for every event a state reflects; restarting re-applies exactly the events states do not reflect.
+Each batch's bundles, dead letters and changelog writes go to a Checkpoint, which writes and
+commits them in the order that makes replays exact (its module numbers the steps).
 """
 
 from __future__ import annotations
@@ -36,6 +29,7 @@ from stream_ctx.core.codec import encode_bundle
 from stream_ctx.core.events import Event
 from stream_ctx.core.processor import ContextProcessor, Restored
 from stream_ctx.errors import ConversationReleasedError, InvalidEventError, StreamCtxError
+from stream_ctx.shell import clients
 from stream_ctx.shell.admin import ensure_topics, partition_counts
 from stream_ctx.shell.changelog import (
     ChangelogWrites,
@@ -45,6 +39,7 @@ from stream_ctx.shell.changelog import (
     load,
     orphans,
 )
+from stream_ctx.shell.checkpoint import Checkpoint
 from stream_ctx.shell.connection import client_kwargs
 from stream_ctx.shell.dead_letter import send_dead_letter
 from stream_ctx.shell.fetch import DECODE_ERRORS, Batch, fetch_isolating
@@ -52,8 +47,9 @@ from stream_ctx.shell.inspector.history import History
 from stream_ctx.shell.intake import read_event
 from stream_ctx.shell.metrics import Health, Metrics
 from stream_ctx.shell.recovery import read_changelogs
+from stream_ctx.shell.retry import Backoff, is_transient
 from stream_ctx.shell.settings import Settings
-from stream_ctx.shell.topology import DLQ_MAX_MESSAGE_BYTES, changelog_topic, topics_to_create
+from stream_ctx.shell.topology import changelog_topic, topics_to_create
 
 log = logging.getLogger("stream_ctx.runner")
 
@@ -73,8 +69,8 @@ _GROUP_MOVED_ON = (
 _MAX_IN_FLIGHT_SENDS = 20_000
 # Idle conversations are looked for this often: a scan of every held conversation.
 _SWEEP_INTERVAL_S = 30.0
-# A heartbeat every third of the session timeout, Kafka's recommended ratio.
-_HEARTBEAT_FRACTION = 3
+# Stopping a client sends a last request or two; with the broker gone they cannot be answered.
+_CLOSE_TIMEOUT_S = 5.0
 
 
 @dataclass(slots=True)
@@ -100,23 +96,6 @@ class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
 
     async def on_partitions_assigned(self, assigned: Iterable[TopicPartition]) -> None:
         self._runner.claim(list(assigned))
-
-
-@dataclass(slots=True)
-class _PendingWrites:
-    """Changelog writes of steps 2 and 3 waiting for the next flush; a later state wins."""
-
-    states: dict[bytes, bytes | None] = field(default_factory=dict)
-    tombstones: list[Record] = field(default_factory=list)
-
-
-@dataclass(frozen=True, slots=True)
-class _Flush:
-    """What one flush covers: step-1 writes to await, steps 2-3 to write, offsets to commit."""
-
-    in_flight: list[asyncio.Future[object]]
-    pending: dict[TopicPartition, _PendingWrites]
-    offsets: dict[TopicPartition, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,20 +126,20 @@ class Runner:
         self._kwargs = client_kwargs(settings.kafka)
         self._processors: dict[TopicPartition, ContextProcessor] = {}
         self._pending_restore: set[TopicPartition] = set()
-        self._uncommitted: dict[TopicPartition, int] = {}
         # Next input offset to process per partition: where a failed fetch rewinds to.
         self._next_offsets: dict[TopicPartition, int] = {}
-        self._pending: dict[TopicPartition, _PendingWrites] = {}
-        self._in_flight: list[asyncio.Future[object]] = []
-        self._background_flush: asyncio.Future[None] | None = None
+        self._checkpoint = Checkpoint(
+            send=self._write,
+            commit=self._commit,
+            interval_s=settings.state.commit_interval_ms / 1000,
+        )
         self._orphans: dict[TopicPartition, list[Record]] = {}
-        self._next_commit = 0.0
         self._lock = anyio.Lock()
         self._clients: _Clients | None = None
-        kafka = settings.kafka
-        # Whole dead letters go out however large the input record was.
-        self._max_request_bytes = max(kafka.max_batch_size, DLQ_MAX_MESSAGE_BYTES)
         self._dlq_partitions = 1
+        # Broker faults end a session and are retried only once one session has started: a
+        # broker unreachable at startup is an error for whoever started us.
+        self._has_started = False
 
     @property
     def _kafka(self) -> _Clients:
@@ -171,50 +150,85 @@ class Runner:
     async def run(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> RunnerStats:
-        """Create topics, join the group, process until stopped."""
-        kafka = self.settings.kafka
-        counts = await partition_counts(self._kwargs, kafka.input_topics)
+        """Create topics, join the group, process until stopped. A broker fault after the start
+        (restore, produce, commit, a timeout) never parks a record: the session ends, and a new
+        one resumes from the committed offsets and the changelog, after a backoff."""
+        counts = await partition_counts(self._kwargs, self.settings.kafka.input_topics)
         self._dlq_partitions = max(counts.values())
-        specs = topics_to_create(self.settings, counts)
-        await ensure_topics(self._kwargs, specs)
-        producer = AIOKafkaProducer(
-            **self._kwargs,
-            acks="all",
-            enable_idempotence=False,
-            max_batch_size=kafka.max_batch_size,
-            linger_ms=kafka.linger_ms,
-            max_request_size=self._max_request_bytes,
-            compression_type=None if kafka.compression_type == "none" else kafka.compression_type,
+        await ensure_topics(self._kwargs, topics_to_create(self.settings, counts))
+        backoff, lost_at = Backoff(), None
+        while True:
+            try:
+                await self._session(task_status, lost_at=lost_at)
+                break
+            except Exception as exc:
+                if not is_transient(exc) or not self._has_started:
+                    raise
+                if self.stop.is_set():
+                    log.warning("could not drain (%s); unflushed events are re-read", exc)
+                    break
+                delay = backoff.next()
+                if lost_at is None:
+                    lost_at = time.monotonic()
+                    log.warning(
+                        "Kafka unavailable (%s: %s); retrying with backoff from %.1f s, "
+                        "then resuming from the last commit",
+                        type(exc).__name__,
+                        exc,
+                        delay,
+                    )
+                else:
+                    log.debug("Kafka still unavailable (%s); next try in %.1f s", exc, delay)
+            task_status = anyio.TASK_STATUS_IGNORED
+            with anyio.move_on_after(delay):
+                await self.stop.wait()
+            if self.stop.is_set():
+                break
+        log.info(
+            "stopped: %d events, %d bundles, %d dead letters",
+            self.stats.events,
+            self.stats.bundles,
+            self.stats.dead_letters,
         )
-        restorer = AIOKafkaConsumer(
-            **self._kwargs,
-            group_id=None,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            fetch_max_wait_ms=kafka.fetch_max_wait_ms,
-        )
-        consumer = AIOKafkaConsumer(
-            **self._kwargs,
-            group_id=kafka.group_id,
-            fetch_max_wait_ms=kafka.fetch_max_wait_ms,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            session_timeout_ms=kafka.session_timeout_ms,
-            heartbeat_interval_ms=kafka.session_timeout_ms // _HEARTBEAT_FRACTION,
-            max_partition_fetch_bytes=max(1_048_576, kafka.max_event_bytes + 1024),
-        )
+        return self.stats
+
+    async def _session(
+        self, task_status: anyio.abc.TaskStatus[None], *, lost_at: float | None
+    ) -> None:
+        """One group membership: fresh clients and state, processing until stopped, then a
+        drain; on a failure only the clients are closed (the next session re-reads)."""
+        self._forget_session()
+        kafka = self.settings.kafka
+        consumer, restorer = clients.group_consumer(kafka), clients.reader(kafka)
+        producer = clients.producer(kafka)
         self._clients = _Clients(consumer, producer, restorer)
-        await producer.start()
-        await restorer.start()
-        consumer.subscribe(kafka.input_topics, listener=_Rebalance(self))
-        await consumer.start()
-        task_status.started()
         try:
+            await producer.start()
+            await restorer.start()
+            consumer.subscribe(kafka.input_topics, listener=_Rebalance(self))
+            await consumer.start()
+            self._has_started = True
+            if lost_at is not None:
+                log.warning(
+                    "Kafka available again after %.1f s; rejoining the group",
+                    time.monotonic() - lost_at,
+                )
+            task_status.started()
             await self._loop()
+            async with self._lock:
+                await self._checkpoint.flush()
         finally:
             with anyio.CancelScope(shield=True):
-                await self._shutdown()
-        return self.stats
+                await self._close_clients()
+
+    def _forget_session(self) -> None:
+        """Drop what a failed session held: a new one restores it from the changelog."""
+        self._checkpoint.abandon()
+        self._processors.clear()
+        self._pending_restore.clear()
+        self._next_offsets.clear()
+        self._orphans.clear()
+        self._mark_ready(is_rebalancing=True)  # ready again once assigned and restored
 
     def claim(self, assigned: list[TopicPartition]) -> None:
         """Newly assigned partitions wait, paused, until their state is restored."""
@@ -230,11 +244,10 @@ class Runner:
         self._pending_restore.difference_update(revoked)
         async with self._lock:
             try:
-                await self._flush()
+                await self._checkpoint.flush()
             finally:
                 for tp in revoked:
                     self._processors.pop(tp, None)
-                    self._uncommitted.pop(tp, None)
                     self._next_offsets.pop(tp, None)
                     self._orphans.pop(tp, None)  # the new owner cleans them up itself
         self.metrics.forget_partitions(revoked)
@@ -251,9 +264,9 @@ class Runner:
                 continue
             batch = await self._fetch()
             if not batch:
-                if self._pending or self._in_flight or self._background_flush is not None:
+                if self._checkpoint.has_work:
                     async with self._lock:
-                        await self._flush()  # idle: nothing else will come to flush it
+                        await self._checkpoint.flush()  # idle: nothing else would flush it
                 continue
             async with self._lock:
                 await self._process(batch, max_bytes=kafka.max_event_bytes)
@@ -299,8 +312,10 @@ class Runner:
                 try:
                     event = read_event(record, max_bytes=max_bytes)
                     bundle = await self._apply(tp, processor, event, record.offset)
-                except Exception as exc:  # anything unprocessable is parked, never dropped
-                    sends.append(await self._dead_letter(record, exc))
+                except Exception as exc:
+                    if is_transient(exc):
+                        raise  # the broker's fault, not the record's: the session restarts
+                    sends.append(await self._dead_letter(record, exc))  # parked, never dropped
                     continue
                 if bundle is not None:
                     self._inspect(tp, processor, bundle)
@@ -314,9 +329,8 @@ class Runner:
                         partial(self._observe_published, bundle.stats, record.timestamp)
                     )
                     sends.append(sent)
-            self._uncommitted[tp] = self._next_offsets[tp] = records[-1].offset + 1
-            writes = ChangelogWrites.of(processor.take_changes())
-            changes.append((tp, writes))
+            self._next_offsets[tp] = records[-1].offset + 1
+            changes.append((tp, ChangelogWrites.of(processor.take_changes())))
             outcomes = processor.take_item_outcomes()
             self._inspect(tp, processor, None)
             self.metrics.items(
@@ -325,64 +339,24 @@ class Runner:
             highwater = self._kafka.consumer.highwater(tp)
             if highwater is not None:
                 self.metrics.lag(tp.topic, tp.partition, highwater - records[-1].offset - 1)
-        # 1. bundles, dead letters and new item versions
+        checkpoint = self._checkpoint
+        checkpoint.add_sent(sends)
         for tp, writes in changes:
-            sends += await self._write(tp, self._orphans.pop(tp, []))
-            sends += await self._write(tp, writes.items)
-            pending = self._pending.setdefault(tp, _PendingWrites())
-            pending.states.update(writes.states)
-            pending.tombstones += writes.tombstones
-        # Step 1 is awaited by the flush that writes the states depending on it, not here: the
-        # next batch is processed while these are on the wire.
-        self._in_flight += sends
-        if len(self._in_flight) > _MAX_IN_FLIGHT_SENDS:
-            await self._flush()  # publishing fell behind: wait for it before fetching more
-        elif time.monotonic() >= self._next_commit:
-            self._start_background_flush()
+            items = await self._write(tp, self._orphans.pop(tp, []))
+            items += await self._write(tp, writes.items)
+            checkpoint.add(
+                tp,
+                sent=items,
+                states=writes.states,
+                tombstones=writes.tombstones,
+                next_offset=self._next_offsets[tp],
+            )
+        if checkpoint.in_flight > _MAX_IN_FLIGHT_SENDS:
+            await checkpoint.flush()  # publishing fell behind: wait for it before fetching more
+        elif checkpoint.is_due:
+            checkpoint.start_background()
         self.stats.batches += 1
         self._count_held()
-
-    async def _flush(self) -> None:
-        """Flush everything now (revocation, idle, shutdown, backpressure), after any flush that
-        is already running."""
-        await self._settle_background_flush()
-        await self._write_flush(self._take_flush())
-
-    def _start_background_flush(self) -> None:
-        """Flush what is due while the next batches are processed; one flush at a time."""
-        running = self._background_flush
-        if running is not None:
-            if not running.done():
-                return
-            running.result()  # a failed flush fails the runner here
-        self._background_flush = asyncio.ensure_future(self._write_flush(self._take_flush()))
-
-    async def _settle_background_flush(self) -> None:
-        running, self._background_flush = self._background_flush, None
-        if running is not None:
-            await running
-
-    def _take_flush(self) -> _Flush:
-        """Everything since the last flush, taken at once so later batches go to the next."""
-        flush = _Flush(self._in_flight, self._pending, self._uncommitted)
-        self._in_flight, self._pending, self._uncommitted = [], {}, {}
-        self._next_commit = time.monotonic() + self.settings.state.commit_interval_ms / 1000
-        return flush
-
-    async def _write_flush(self, flush: _Flush) -> None:
-        """Steps 2 and 3 for every batch the flush covers: a conversation touched in several
-        batches gets one state write, and one commit covers them all."""
-        await asyncio.gather(*flush.in_flight)
-        pending = flush.pending
-        # 2. states, each naming the last input offset it reflects
-        await asyncio.gather(
-            *[f for tp, p in pending.items() for f in await self._write(tp, list(p.states.items()))]
-        )
-        # 3. tombstones for superseded versions, then the offsets
-        await asyncio.gather(
-            *[f for tp, p in pending.items() for f in await self._write(tp, p.tombstones)]
-        )
-        await self._commit(flush.offsets)
 
     async def _apply(
         self, tp: TopicPartition, processor: ContextProcessor, event: Event, offset: int
@@ -569,24 +543,22 @@ class Runner:
             log.info("released %d idle conversation(s) from memory", released)
             self._count_held()
 
-    async def _shutdown(self) -> None:
-        async with self._lock:
-            try:
-                await self._flush()
-            finally:
-                if self._clients is not None:
-                    for client in (
-                        self._clients.consumer,
-                        self._clients.restorer,
-                        self._clients.producer,
-                    ):
-                        await client.stop()
-        log.info(
-            "stopped: %d events, %d bundles, %d dead letters",
-            self.stats.events,
-            self.stats.bundles,
-            self.stats.dead_letters,
-        )
+    async def _close_clients(self) -> None:
+        """Stop the clients, each bounded: with the broker gone, leaving the group cannot finish."""
+        if self._clients is None:
+            return
+        for client in (self._clients.consumer, self._clients.restorer, self._clients.producer):
+            with anyio.move_on_after(_CLOSE_TIMEOUT_S):
+                try:
+                    await client.stop()
+                except asyncio.CancelledError:
+                    # Shielded, so not ours: aiokafka's fetcher re-raises the cancellation of
+                    # its own fetch task when stopped mid-retry, before closing the consumer's
+                    # connections. Passing it on would cancel us; the sockets are closed here.
+                    log.debug("aiokafka raised its own cancellation while stopping %r", client)
+                    await client._client.close()
+                except Exception as exc:  # a client of a failed session; the next one is new
+                    log.debug("stopping %r failed: %s", client, exc)
 
 
 def _names(partitions: Iterable[TopicPartition]) -> str:

@@ -1,0 +1,84 @@
+"""The commit protocol in order, with a fake producer whose acknowledgements the test releases:
+nothing is committed before the bundles and states it covers are acknowledged."""
+
+from __future__ import annotations
+
+import asyncio
+
+import anyio
+import anyio.lowlevel
+import pytest
+from aiokafka.errors import RequestTimedOutError
+from aiokafka.structs import TopicPartition
+
+from stream_ctx.shell.changelog import Record
+from stream_ctx.shell.checkpoint import Checkpoint
+
+TP = TopicPartition("in", 0)
+TIMEOUT_S = 5.0
+
+
+class FakeProducer:
+    """Records every write and commit in order; acks resolve only when the test says."""
+
+    def __init__(self) -> None:
+        self.log: list[tuple[str, object]] = []
+        self.acks: list[asyncio.Future[object]] = []
+
+    async def send(self, tp: TopicPartition, records: list[Record]) -> list[asyncio.Future[object]]:
+        futures = []
+        for record in records:
+            self.log.append(("send", record))
+            futures.append(asyncio.get_running_loop().create_future())
+        self.acks += futures
+        return futures
+
+    async def commit(self, offsets: dict[TopicPartition, int]) -> None:
+        self.log.append(("commit", offsets))
+
+    def ack_all(self) -> None:
+        for ack in self.acks:
+            if not ack.done():
+                ack.set_result(None)
+
+
+async def settle() -> None:
+    """Let the flush run as far as the acks so far allow."""
+    for _ in range(20):
+        await anyio.lowlevel.checkpoint()
+
+
+async def test_states_wait_for_step_1_tombstones_for_states_commit_for_everything() -> None:
+    fake = FakeProducer()
+    checkpoint = Checkpoint(send=fake.send, commit=fake.commit, interval_s=0.1)
+    bundle: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+    checkpoint.add_sent([bundle])
+    checkpoint.add(TP, sent=[], states=[(b"s", b"v1")], tombstones=[(b"i1", None)], next_offset=5)
+    checkpoint.add(TP, sent=[], states=[(b"s", b"v2")], tombstones=[(b"i2", None)], next_offset=9)
+    with anyio.fail_after(TIMEOUT_S):
+        checkpoint.start_background()
+        await settle()
+        assert fake.log == []  # 1. the bundle is not acknowledged: nothing else goes
+        bundle.set_result(None)
+        await settle()
+        assert fake.log == [("send", (b"s", b"v2"))]  # 2. one state write, the later one
+        fake.ack_all()
+        await settle()
+        assert fake.log[1:] == [("send", (b"i1", None)), ("send", (b"i2", None))]  # 3.
+        fake.ack_all()
+        await checkpoint.flush()
+    assert fake.log[-1] == ("commit", {TP: 9})
+    assert not checkpoint.has_work
+
+
+async def test_failed_acknowledgement_commits_nothing_and_fails_the_flush() -> None:
+    fake = FakeProducer()
+    checkpoint = Checkpoint(send=fake.send, commit=fake.commit, interval_s=0.1)
+    bundle: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+    checkpoint.add(TP, sent=[bundle], states=[(b"s", b"v")], tombstones=[], next_offset=3)
+    bundle.set_exception(RequestTimedOutError())
+    with anyio.fail_after(TIMEOUT_S), pytest.raises(RequestTimedOutError):
+        await checkpoint.flush()
+    assert fake.log == []
+    checkpoint.abandon()
+    assert not checkpoint.has_work
