@@ -65,12 +65,20 @@ async def run_demo(
                 )
                 port = await serving.start(serve)
                 out.write(f"inspector: http://{http.host}:{port}/inspect/\n")
+            received: list[Bundle] = []
             async with anyio.create_task_group() as tasks:
-                with anyio.fail_after(_DEMO_TIMEOUT_S):
+                with anyio.CancelScope() as streaming, anyio.fail_after(_DEMO_TIMEOUT_S):
+                    interrupted = await serving.start(_cancel_on_interrupt, streaming)
                     await tasks.start(runner.run)
                     out.write(f"processor running against {broker.bootstrap_servers}\n")
-                    tasks.start_soon(_feed, client, events)
-                    received = await _show_bundles(client, expected, out)
+                    async with anyio.create_task_group() as stream:
+                        stream.start_soon(_feed, client, events)
+                        await _show_bundles(client, expected, out, received)
+                        stream.cancel_scope.cancel()
+                interrupted.cancel()
+                if streaming.cancelled_caught:
+                    out.write("\ninterrupted: stopping the processor, then the broker\n")
+                    inspect_port = None  # Ctrl-C means stop, inspector or not
                 out.write(_summary(received, expected))
                 if inspect_port is not None:
                     out.write(
@@ -81,7 +89,24 @@ async def run_demo(
                     await _until_interrupted()
                 runner.stop.set()
             serving.cancel_scope.cancel()
+    if streaming.cancelled_caught:
+        return 130  # a shell's status for a command ended by SIGINT
     return 0 if len(received) == expected else 1
+
+
+async def _cancel_on_interrupt(
+    scope: anyio.CancelScope, *, task_status: anyio.abc.TaskStatus[anyio.CancelScope]
+) -> None:
+    """Cancel `scope` at the first SIGINT or SIGTERM (Ctrl-C reaches the whole process group);
+    the scope handed to `task_status` ends the watch."""
+    with (
+        anyio.CancelScope() as watch,
+        anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals,
+    ):
+        task_status.started(watch)
+        async for _ in signals:
+            scope.cancel()
+            return
 
 
 async def _until_interrupted() -> None:
@@ -100,15 +125,18 @@ async def _feed(client: Mapping[str, str], events: Sequence[Event]) -> None:
             await anyio.sleep(_PACE_S)
         await producer.flush()
     finally:
-        await producer.stop()
+        with anyio.CancelScope(shield=True):
+            await producer.stop()
 
 
-async def _show_bundles(client: Mapping[str, str], expected: int, out: TextIO) -> list[Bundle]:
+async def _show_bundles(
+    client: Mapping[str, str], expected: int, out: TextIO, received: list[Bundle]
+) -> None:
+    """Print bundles as they arrive, appending them to `received`, until `expected` came."""
     consumer = AIOKafkaConsumer(
         _OUTPUT, **client, group_id=None, auto_offset_reset="earliest", enable_auto_commit=False
     )
     await consumer.start()
-    received: list[Bundle] = []
     try:
         while len(received) < expected:
             batch = await consumer.getmany(timeout_ms=200)
@@ -118,8 +146,8 @@ async def _show_bundles(client: Mapping[str, str], expected: int, out: TextIO) -
                     received.append(bundle)
                     out.write(_line(bundle, len(received), expected))
     finally:
-        await consumer.stop()
-    return received
+        with anyio.CancelScope(shield=True):
+            await consumer.stop()
 
 
 def _line(bundle: Bundle, n: int, expected: int) -> str:
