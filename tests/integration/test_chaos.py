@@ -36,7 +36,7 @@ from stream_ctx.shell.broker import EmbeddedBroker
 from stream_ctx.shell.changelog import RestoredPartition
 from stream_ctx.shell.settings import ENV_PREFIX, load_settings
 from stream_ctx.workload import WorkloadShape, generate
-from tests.integration.kafka_io import create_input, event_records, produce
+from tests.integration.kafka_io import committed_offsets, create_input, event_records, produce
 
 STREAM_CTX = Path(sys.executable).with_name("stream-ctx")
 # Tansu drops a dead (or departed) member only after its 6 s session timeout, then takes ~3 s
@@ -54,6 +54,8 @@ READ_TIMEOUT_S = 20.0
 REPLAY_TIMEOUT_S = 30.0
 # Log files are small; a poll this often notices a line within a fraction of a restore.
 LOG_POLL_S = 0.02
+# Reading the group's offsets starts a client each time: a few times a second is plenty.
+COMMIT_POLL_S = 0.1
 # A fetch's wait when following a topic: short, so a kill follows the first new bundle closely.
 FETCH_MS = 50
 # Events arrive in small chunks with pauses, so the processor works through many batches while
@@ -466,6 +468,19 @@ async def group_members(client_kwargs: ClientKwargs, group: str) -> set[str]:
     return {member["member_id"] for member in described["members"]}
 
 
+async def wait_for_commit_past(client_kwargs: ClientKwargs, names: Names, floor: int) -> int:
+    """The group's committed offsets summed over the input, once past `floor`."""
+    partitions = [TopicPartition(names.source, n) for n in range(3)]
+    with anyio.fail_after(FLOW_TIMEOUT_S):
+        for _ in range(int(FLOW_TIMEOUT_S / COMMIT_POLL_S)):
+            offsets = await committed_offsets(client_kwargs, names.group, partitions)
+            total = sum(offset or 0 for offset in offsets.values())
+            if total > floor:
+                return total
+            await anyio.sleep(COMMIT_POLL_S)
+    raise AssertionError("unreachable: the deadline is shorter than the polls")
+
+
 async def test_kill_9_restart_three_times_output_and_state_exact(
     broker: EmbeddedBroker,
     client_kwargs: ClientKwargs,
@@ -496,6 +511,7 @@ async def test_kill_9_restart_three_times_output_and_state_exact(
             fleet(config, tmp_path) as members,
             TopicFollower(client_kwargs, names.sink, 3) as bundles,
         ):
+            committed = 0
             for n, events_of_wave in enumerate(waves):
                 member = await members.start(f"run{n}")
                 lines = await member.wait_for_line(is_restored_after_assignment)
@@ -507,6 +523,11 @@ async def test_kill_9_restart_three_times_output_and_state_exact(
                 await produce(client_kwargs, names.source, event_records(events_of_wave))
                 if n < kills:
                     await bundles.wait_until(more_than(seen))
+                    # A bundle goes out before the states it follows from (step 1 before step 2),
+                    # so a kill right after it may find no state written yet, and the next
+                    # restore rightly finds none. Kill once this wave has a commit, which
+                    # follows its states: from then on a restore finding nothing is lost state.
+                    committed = await wait_for_commit_past(client_kwargs, names, committed)
                     await member.kill()
             await bundles.wait_until(has_bundles(set(expected)))
             assert await member.stop() == 0
