@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from benchmarks.repeat_check import repeated_stretches
 from stream_ctx.core.accumulator import ContextItem
 from stream_ctx.core.config import BundleConfig
-from stream_ctx.core.events import RenderOrder
+from stream_ctx.core.events import RenderOrder, RetrievedItem
 from stream_ctx.core.processor import ContextProcessor
 from stream_ctx.core.reader import ReadItem, read_context
 from stream_ctx.core.render import READING_GUIDE, atom, render_lean, render_naive
@@ -359,3 +359,74 @@ def test_repeat_check_finds_what_the_rule_forbids() -> None:
     assert stretch in repeated_stretches(f"x{stretch}y{stretch}z")
     assert repeated_stretches(f"x{stretch[:-1]}y{stretch[:-1]}z") == []
     assert repeated_stretches("= " * 40) == []
+
+
+@pytest.mark.parametrize(
+    ("order", "expected"),
+    [
+        ("priority", ["a", "b", "c", "d", "e"]),
+        ("stable", ["c", "a", "e", "b", "d"]),
+        ("edges", ["a", "c", "e", "d", "b"]),
+    ],
+)
+def test_context_lists_items_in_the_order_asked_for(
+    order: RenderOrder, expected: list[str]
+) -> None:
+    def item(item_id: str, salience: float) -> RetrievedItem:
+        return make_item(id=item_id, salience=salience, content=f"text {item_id}", created_at=T0)
+
+    processor = ContextProcessor(BundleConfig(order=order))
+    processor.apply(make_retrieval(items=[item("c", 0.5), item("a", 0.9)]), position=1)
+    later = [item("e", 0.3), item("b", 0.7), item("d", 0.4)]
+    processor.apply(make_retrieval(ts=T0 + 1, items=later), position=2)
+    bundle = processor.apply(make_finalize(ts=T0 + 2), position=3)
+    assert bundle is not None
+    assert [r.id for r in read_context(bundle.context)] == expected
+    assert [i.id for i in bundle.items] == ["a", "b", "c", "d", "e"]
+
+
+@pytest.mark.parametrize(("slack", "included"), [(-1, ["a"]), (0, ["a", "b"]), (1, ["a", "b"])])
+def test_budget_at_one_below_and_one_above_the_cost_of_two_items(
+    slack: int, included: list[str]
+) -> None:
+    items = [
+        make_item(id="a", salience=0.9, content=_prose(1, 30), created_at=T0),
+        make_item(id="b", salience=0.8, content=_prose(2, 30), created_at=T0),
+        make_item(id="c", salience=0.7, content=_prose(3, 400), created_at=T0),
+    ]
+    unbounded = ContextProcessor(BundleConfig())
+    unbounded.apply(make_retrieval(items=items[:2]), position=1)
+    two = unbounded.apply(make_finalize(ts=T0 + 1), position=2)
+    assert two is not None
+    processor = ContextProcessor(BundleConfig())
+    processor.apply(make_retrieval(items=items), position=1)
+    budget = two.stats.tokens_bundle + slack
+    bundle = processor.apply(make_finalize(ts=T0 + 1, max_tokens=budget), position=2)
+    assert bundle is not None
+    assert [i.id for i in bundle.items] == included
+    assert bundle.stats.tokens_bundle <= budget
+    assert bundle.stats.skipped_for_budget == 3 - len(included)
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), orders=st.lists(st.sampled_from(ORDERS), min_size=12))
+def test_every_bundle_of_a_long_conversation_counts_its_context_exactly(
+    seed: int, orders: list[RenderOrder]
+) -> None:
+    # Per-order renders, bases and references change from turn to turn: a stale cached count
+    # anywhere would show as a difference from a direct count of the context.
+    text = _prose(seed, 400)
+    processor = ContextProcessor(BundleConfig(max_items=4))
+    tokenizer = get_tokenizer()
+    for turn, order in enumerate(orders):
+        start = (turn * 37 * (seed % 7 + 1)) % (len(text) - 300)
+        offered = [
+            make_item(id=f"doc:{start}", content=text[start : start + 300], created_at=T0),
+            make_item(id=f"doc:{turn % 3}", content=text[turn % 3 * 90 :][:250], created_at=T0),
+        ]
+        processor.apply(make_retrieval(ts=T0 + 2 * turn, items=offered), position=2 * turn)
+        bundle = processor.apply(
+            make_finalize(ts=T0 + 2 * turn + 1, order=order), position=2 * turn + 1
+        )
+        assert bundle is not None
+        assert bundle.stats.tokens_bundle == tokenizer.count(bundle.context)
