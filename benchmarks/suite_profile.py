@@ -37,7 +37,7 @@ _RULES: tuple[tuple[str, str, str], ...] = (
     ("stream_ctx/core/", "*", "core, other (ranking, bundle assembly)"),
     ("stream_ctx/shell/", "*", "runner, other"),
 )
-# Shared helpers take the stage of their caller (common_run serves dedup and prefix reuse).
+# Shared helpers take the stage of their caller.
 _INHERITING = ("stream_ctx/core/textmatch.py",)
 ROOT = "event loop and sockets"
 # The stages, in its order; the others follow.

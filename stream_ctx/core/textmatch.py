@@ -1,4 +1,4 @@
-"""Lengths of equal runs from two positions, forwards or backwards, compared in C-speed slices."""
+"""The length of the equal run from two positions, compared in C-speed slices."""
 
 from __future__ import annotations
 
@@ -18,19 +18,6 @@ def common_run(a: T, a_pos: int, b: T, b_pos: int) -> int:
     while step:
         end = run + step
         if end <= limit and a[a_pos + run : a_pos + end] == b[b_pos + run : b_pos + end]:
-            run = end
-        else:
-            step //= 2
-    return run
-
-
-def common_run_back(a: str, a_pos: int, b: str, b_pos: int, *, limit: int) -> int:
-    """How many characters before a_pos and b_pos are equal, at most `limit`."""
-    limit = min(limit, a_pos, b_pos)
-    run, step = 0, _STEP
-    while step:
-        end = run + step
-        if end <= limit and a[a_pos - end : a_pos - run] == b[b_pos - end : b_pos - run]:
             run = end
         else:
             step //= 2
