@@ -1,0 +1,326 @@
+"""Soak: `stream-ctx run` at half of its measured maximum for a long time; RSS, lag, latency.
+
+Run: .venv/bin/python benchmarks/soak.py [--minutes 30] [--sample-s 5] [--plot docs/soak.png]
+First a backlog measures the maximum (events/s the processor drains); then a fresh topic gets
+events paced at `--fraction` of it while every `--sample-s` seconds the processor's RSS, the
+group's lag (high watermark minus committed offset) and the finalize-to-bundle latencies of the
+interval are sampled. Prints the samples, RSS growth and lag trend; writes the plot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+import msgspec
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.structs import TopicPartition
+
+from stream_ctx.core.events import Event, Finalize
+from stream_ctx.shell.admin import TopicSpec, ensure_topics
+from stream_ctx.shell.broker import embedded_broker
+from stream_ctx.workload import WorkloadShape, generate
+
+PARTITIONS = 4
+# Conversations per generated chunk; each chunk's ids are new, so the stream never repeats.
+CHUNK_CONVERSATIONS = 200
+# Events sent per pacing tick: sends are spread over the second, not bursts.
+TICK_S = 0.05
+# Backlog for measuring the maximum: a few seconds of work at ~1,000 events/s.
+MAX_BACKLOG_EVENTS = 6_000
+# Samples of the first minute are the baseline of RSS growth (after imports and warm-up).
+BASELINE_S = 60.0
+
+
+@dataclass(slots=True)
+class Sample:
+    at_s: float
+    rss_mib: float
+    lag: int
+    p50_ms: float
+    p99_ms: float
+    bundles: int
+
+
+@dataclass(slots=True)
+class Stream:
+    """Endless workload: chunk after chunk of conversations, with fresh ids per chunk."""
+
+    chunk: int = 0
+    pending: list[Event] = field(default_factory=list)
+
+    def take(self, count: int) -> list[Event]:
+        while len(self.pending) < count:
+            events = generate(self.chunk, WorkloadShape(conversations=CHUNK_CONVERSATIONS))
+            self.pending += [
+                msgspec.structs.replace(e, conversation_id=f"s{self.chunk}-{e.conversation_id}")
+                for e in events
+            ]
+            self.chunk += 1
+        taken, self.pending = self.pending[:count], self.pending[count:]
+        return taken
+
+
+def write_config(path: Path, servers: str, topic: str, group: str) -> Path:
+    path.write_text(
+        "[kafka]\n"
+        f'bootstrap_servers = "{servers}"\n'
+        f'group_id = "{group}"\n'
+        f'input_topics = ["{topic}"]\n'
+        f'output_topic = "{topic}.out"\n'
+        f'dlq_topic = "{topic}.dlq"\n'
+        "session_timeout_ms = 6000\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return math.nan
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+
+def slope(xs: list[float], ys: list[float]) -> float:
+    """Least-squares slope of ys over xs."""
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    den = sum((x - mx) ** 2 for x in xs)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / den if den else 0.0
+
+
+class Processor:
+    """`stream-ctx run` as its own process, its stderr in a file."""
+
+    def __init__(self, config: Path, log: Path) -> None:
+        self._log = log.open("wb")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "stream_ctx.shell.cli", "run", "--config", str(config)],
+            stdout=subprocess.DEVNULL,
+            stderr=self._log,
+        )
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=60)
+        self._log.close()
+
+
+async def lag_of(client: dict[str, str], group: str, topic: str, marks: dict[int, int]) -> int:
+    consumer = AIOKafkaConsumer(**client, group_id=group, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        committed = [await consumer.committed(TopicPartition(topic, p)) for p in range(PARTITIONS)]
+    finally:
+        await consumer.stop()
+    return sum(marks.get(p, 0) - (c or 0) for p, c in enumerate(committed))
+
+
+async def measure_max(client: dict[str, str], workdir: Path) -> float:
+    """Events/s the processor drains from a backlog, first event to last bundle."""
+    topic = f"soak-max-{time.monotonic_ns()}"
+    await ensure_topics(client, [TopicSpec(name=topic, partitions=PARTITIONS)])
+    events = Stream(chunk=10_000).take(MAX_BACKLOG_EVENTS)
+    producer = AIOKafkaProducer(**client, acks="all", enable_idempotence=False, linger_ms=5)
+    await producer.start()
+    try:
+        sent = [
+            await producer.send(topic, msgspec.json.encode(e), key=e.conversation_id.encode())
+            for e in events
+        ]
+        for future in sent:
+            await future
+    finally:
+        await producer.stop()
+    finalizes = sum(isinstance(e, Finalize) for e in events)
+    config = write_config(workdir / "max.toml", client["bootstrap_servers"], topic, topic)
+    processor = Processor(config, workdir / "max.log")
+    consumer = AIOKafkaConsumer(
+        f"{topic}.out", **client, group_id=None, auto_offset_reset="earliest"
+    )
+    await consumer.start()
+    try:
+        arrived: list[float] = []
+        with anyio.fail_after(600):
+            while len(arrived) < finalizes:
+                for records in (await consumer.getmany(timeout_ms=100)).values():
+                    arrived += [time.monotonic()] * len(records)
+    finally:
+        await consumer.stop()
+        processor.stop()
+    # The first bundle marks the end of the join and restore; the drain rate is what follows.
+    took = arrived[-1] - arrived[0]
+    return MAX_BACKLOG_EVENTS * (finalizes - 1) / finalizes / took
+
+
+async def soak(
+    client: dict[str, str], workdir: Path, *, rate: float, seconds: float, sample_s: float
+) -> list[Sample]:
+    topic = f"soak-{time.monotonic_ns()}"
+    group = f"{topic}-group"
+    await ensure_topics(client, [TopicSpec(name=topic, partitions=PARTITIONS)])
+    config = write_config(workdir / "soak.toml", client["bootstrap_servers"], topic, group)
+    processor = Processor(config, workdir / "soak.log")
+    producer = AIOKafkaProducer(**client, acks="all", enable_idempotence=False, linger_ms=5)
+    consumer = AIOKafkaConsumer(
+        f"{topic}.out", **client, group_id=None, auto_offset_reset="earliest", fetch_max_wait_ms=5
+    )
+    await producer.start()
+    await consumer.start()
+    sent_at: dict[str, deque[float]] = {}
+    latencies: list[float] = []
+    marks: dict[int, int] = {}
+    samples: list[Sample] = []
+    bundles = 0
+    stream = Stream()
+
+    async def feed() -> None:
+        started, sent = time.monotonic(), 0
+        while time.monotonic() - started < seconds:
+            due = int((time.monotonic() - started) * rate) - sent
+            for event in stream.take(max(0, due)):
+                meta = await producer.send(
+                    topic, msgspec.json.encode(event), key=event.conversation_id.encode()
+                )
+                if isinstance(event, Finalize):
+                    sent_at.setdefault(event.conversation_id, deque()).append(time.monotonic())
+                meta.add_done_callback(lambda f: _mark(f, marks))
+            sent += max(0, due)
+            await anyio.sleep(TICK_S)
+
+    async def collect() -> None:
+        nonlocal bundles
+        while True:
+            for records in (await consumer.getmany(timeout_ms=50)).values():
+                now = time.monotonic()
+                for record in records:
+                    bundles += 1
+                    # A conversation's bundles arrive in the order of its finalizes.
+                    queue = sent_at.get(record.key.decode())
+                    if queue:
+                        latencies.append((now - queue.popleft()) * 1000)
+
+    started = time.monotonic()
+    try:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(collect)
+            async with anyio.create_task_group() as feeding:
+                feeding.start_soon(feed)
+                while time.monotonic() - started < seconds:
+                    await anyio.sleep(sample_s)
+                    window, latencies[:] = list(latencies), []
+                    sample = Sample(
+                        at_s=time.monotonic() - started,
+                        rss_mib=rss_mib(processor.process.pid),
+                        lag=await lag_of(client, group, topic, dict(marks)),
+                        p50_ms=percentile(window, 0.5),
+                        p99_ms=percentile(window, 0.99),
+                        bundles=bundles,
+                    )
+                    samples.append(sample)
+                    print(
+                        f"{sample.at_s:7.0f} s  rss {sample.rss_mib:7.1f} MiB  lag {sample.lag:6d}"
+                        f"  p50 {sample.p50_ms:8.1f} ms  p99 {sample.p99_ms:8.1f} ms"
+                        f"  bundles {sample.bundles}",
+                        flush=True,
+                    )
+            tasks.cancel_scope.cancel()
+    finally:
+        await producer.stop()
+        await consumer.stop()
+        processor.stop()
+    return samples
+
+
+def _mark(future: object, marks: dict[int, int]) -> None:
+    meta = future.result()  # type: ignore[attr-defined]
+    marks[meta.partition] = max(marks.get(meta.partition, 0), meta.offset + 1)
+
+
+def report(samples: list[Sample], *, rate: float, max_rate: float) -> str:
+    steady = [s for s in samples if s.at_s > BASELINE_S] or samples
+    base = (
+        statistics.median(s.rss_mib for s in samples if s.at_s <= BASELINE_S)
+        if any(s.at_s <= BASELINE_S for s in samples)
+        else samples[0].rss_mib
+    )
+    last = statistics.median(s.rss_mib for s in samples[-max(1, len(samples) // 10) :])
+    hours = [s.at_s / 3600 for s in steady]
+    rss_slope = slope(hours, [s.rss_mib for s in steady])
+    lag_slope = slope([s.at_s / 60 for s in steady], [float(s.lag) for s in steady])
+    p50 = statistics.median(s.p50_ms for s in steady if not math.isnan(s.p50_ms))
+    p99 = max(s.p99_ms for s in steady if not math.isnan(s.p99_ms))
+    return (
+        f"max {max_rate:.0f} events/s; soaked at {rate:.0f} events/s for "
+        f"{samples[-1].at_s / 60:.1f} min, {samples[-1].bundles} bundles\n"
+        f"RSS: first minute {base:.1f} MiB, last tenth {last:.1f} MiB "
+        f"({last - base:+.1f} MiB), after the first minute {rss_slope:+.1f} MiB/h\n"
+        f"lag: mean {statistics.fmean(s.lag for s in steady):.0f} events, "
+        f"max {max(s.lag for s in steady)}, trend {lag_slope:+.1f} events/min\n"
+        f"latency: median of interval p50s {p50:.1f} ms, worst interval p99 {p99:.1f} ms\n"
+    )
+
+
+def plot(samples: list[Sample], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    minutes = [s.at_s / 60 for s in samples]
+    fig, axes = plt.subplots(3, 1, figsize=(8, 8), sharex=True)
+    axes[0].plot(minutes, [s.rss_mib for s in samples])
+    axes[0].set_ylabel("RSS (MiB)")
+    axes[1].plot(minutes, [s.lag for s in samples])
+    axes[1].set_ylabel("lag (events)")
+    axes[2].plot(minutes, [s.p50_ms for s in samples], label="p50")
+    axes[2].plot(minutes, [s.p99_ms for s in samples], label="p99")
+    axes[2].set_ylabel("finalize to bundle (ms)")
+    axes[2].set_yscale("log")
+    axes[2].legend()
+    axes[2].set_xlabel("minutes")
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=float, default=30.0)
+    parser.add_argument("--sample-s", type=float, default=5.0)
+    parser.add_argument("--fraction", type=float, default=0.5, help="of the measured maximum")
+    parser.add_argument("--plot", type=Path, default=Path("docs/soak.png"))
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        async with embedded_broker() as broker:
+            client = {"bootstrap_servers": broker.bootstrap_servers}
+            max_rate = await measure_max(client, Path(tmp))
+            rate = args.fraction * max_rate
+            print(f"maximum {max_rate:.0f} events/s; soaking at {rate:.0f} events/s", flush=True)
+            samples = await soak(
+                client, Path(tmp), rate=rate, seconds=args.minutes * 60, sample_s=args.sample_s
+            )
+    text = report(samples, rate=rate, max_rate=max_rate)
+    print(text, end="")
+    plot(samples, args.plot, f"soak at {rate:.0f} events/s ({args.fraction:.0%} of max)")
+    print(f"plot: {args.plot}")
+
+
+if __name__ == "__main__":
+    anyio.run(main)
