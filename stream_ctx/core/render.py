@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Hashable, Sequence
+from functools import lru_cache
 from itertools import pairwise
 
 import msgspec
@@ -67,11 +68,26 @@ def render_naive(items: Sequence[ContextItem]) -> list[Segment]:
     newline, its content and a blank line; values as given, nothing shared."""
     segments: list[Segment] = []
     for number, item in enumerate(items, start=1):
-        header = [f" {item.id} ({item.kind})"]
-        header += [f" {name}={value}" for name, value in item.attributes.items()]
-        header += [f" #{tag}" for tag in item.tags]
-        segments += _entry(f"[{number}]", "".join(header) + f"\n{item.content}\n\n")
+        lead = f"[{number}]"
+        segments.append((lead, lead))
+        attributes = tuple(item.attributes.items())
+        segments += _naive_rest(item.id, item.kind, attributes, tuple(item.tags), item.content)
     return segments
+
+
+@lru_cache(maxsize=1 << 13)
+def _naive_rest(
+    item_id: str,
+    kind: str,
+    attributes: tuple[tuple[str, str], ...],
+    tags: tuple[str, ...],
+    content: str,
+) -> tuple[Segment, ...]:
+    """An item's baseline entry after its number: it never changes while the item is held."""
+    header = [f" {item_id} ({kind})"]
+    header += [f" {name}={value}" for name, value in attributes]
+    header += [f" #{tag}" for tag in tags]
+    return tuple(_entry("", "".join(header) + f"\n{content}\n\n")[1:])
 
 
 def render_lean(items: Sequence[ContextItem], parsed: Sequence[Sequence[Piece]]) -> list[Segment]:
