@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import random
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -97,7 +98,10 @@ def documents(corpus: str) -> list[Document]:
     seen: set[str] = set()
     for module_name in modules:
         module = importlib.import_module(module_name)
-        for name, doc in _docstrings(module_name, module):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # typing.io and such, on access
+            found_docs = list(_docstrings(module_name, module))
+        for name, doc in found_docs:
             if doc and len(doc) >= MIN_DOCUMENT_CHARS and doc not in seen:
                 seen.add(doc)
                 found[name] = Document(name, module_name.split(".")[0], doc)

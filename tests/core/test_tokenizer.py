@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
+import json
+import textwrap
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -10,8 +15,9 @@ from stream_ctx.core.config import BundleConfig
 from stream_ctx.core.processor import ContextProcessor
 from stream_ctx.core.render import render_lean, render_naive
 from stream_ctx.core.repeats import parse_repeats
-from stream_ctx.core.tokenizer import TiktokenTokenizer, get_tokenizer
+from stream_ctx.core.tokenizer import BpeTokenizer, TiktokenTokenizer, get_tokenizer
 from stream_ctx.errors import ConfigError
+from stream_ctx.realtext import documents
 from tests.factories import (
     ODD_FRAGMENTS,
     T0,
@@ -50,8 +56,9 @@ def test_count_segment_is_cached_and_equals_count() -> None:
     assert tok.count_segment(b"key", "a different text under the same key") == tok.count(text)
 
 
-def test_get_tokenizer_is_shared() -> None:
+def test_get_tokenizer_is_shared_and_fast() -> None:
     assert get_tokenizer() is get_tokenizer("cl100k_base")
+    assert isinstance(get_tokenizer(), BpeTokenizer)
 
 
 @st.composite
@@ -140,3 +147,42 @@ def test_bundle_reports_tokenizer_and_exact_context_count() -> None:
     assert bundle is not None
     assert bundle.stats.tokenizer == "cl100k_base"
     assert bundle.stats.tokens_bundle == _tokenizer.count(bundle.context)
+
+
+# The fast counter against the reference ----------------------------------------------------------
+
+_reference = TiktokenTokenizer("cl100k_base")
+
+
+def _real_texts() -> list[str]:
+    """Documentation prose and Python source as installed here."""
+    prose = [doc.text for doc in documents("numpy")[:120]] + [d.text for d in documents("stdlib")]
+    code = [inspect.getsource(module) for module in (json, textwrap, dataclasses)]
+    return prose + code
+
+
+def test_fast_counter_gives_tiktokens_ids_on_real_text_and_code() -> None:
+    texts = _real_texts()
+    assert sum(len(t) for t in texts) > 200_000
+    for text in texts:
+        assert _tokenizer.encode(text) == _reference.encode(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [" " * 4096, "\n" * 513, "\t \n\r\n  \u3000" * 200, "\ud800", "a\udfffb \ud83d x", "", "\x00"],
+)
+def test_fast_counter_gives_tiktokens_ids_on_runs_and_lone_surrogates(text: str) -> None:
+    assert _tokenizer.encode(text) == _reference.encode(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=200) | odd_text(max_pieces=30))
+def test_fast_counter_gives_tiktokens_ids_on_unicode_fuzz(text: str) -> None:
+    assert _tokenizer.encode(text) == _reference.encode(text)
+
+
+def test_fast_counter_hands_what_it_refuses_to_tiktoken() -> None:
+    text = "token " * 170_000  # over a million characters: bpe-openai refuses it
+    assert len(text) > 1_000_000
+    assert _tokenizer.count(text) == _reference.count(text) == 170_001
