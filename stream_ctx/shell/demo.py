@@ -66,16 +66,18 @@ async def run_demo(
                 port = await serving.start(serve)
                 out.write(f"inspector: http://{http.host}:{port}/inspect/\n")
             received: list[Bundle] = []
+            # One signal watcher for the whole run: a second receiver opened later would have
+            # its handler undone when the first one closes.
+            streaming, interrupted = anyio.CancelScope(), anyio.Event()
+            await serving.start(_watch_interrupt, streaming, interrupted)
             async with anyio.create_task_group() as tasks:
-                with anyio.CancelScope() as streaming, anyio.fail_after(_DEMO_TIMEOUT_S):
-                    interrupted = await serving.start(_cancel_on_interrupt, streaming)
+                with streaming, anyio.fail_after(_DEMO_TIMEOUT_S):
                     await tasks.start(runner.run)
                     out.write(f"processor running against {broker.bootstrap_servers}\n")
                     async with anyio.create_task_group() as stream:
                         stream.start_soon(_feed, client, events)
                         await _show_bundles(client, expected, out, received)
                         stream.cancel_scope.cancel()
-                interrupted.cancel()
                 if streaming.cancelled_caught:
                     out.write("\ninterrupted: stopping the processor, then the broker\n")
                     inspect_port = None  # Ctrl-C means stop, inspector or not
@@ -86,7 +88,7 @@ async def run_demo(
                         " Ctrl-C to stop\n"
                     )
                     out.flush()
-                    await _until_interrupted()
+                    await interrupted.wait()
                 runner.stop.set()
             serving.cancel_scope.cancel()
     if streaming.cancelled_caught:
@@ -94,24 +96,16 @@ async def run_demo(
     return 0 if len(received) == expected else 1
 
 
-async def _cancel_on_interrupt(
-    scope: anyio.CancelScope, *, task_status: anyio.abc.TaskStatus[anyio.CancelScope]
+async def _watch_interrupt(
+    scope: anyio.CancelScope, interrupted: anyio.Event, *, task_status: anyio.abc.TaskStatus[None]
 ) -> None:
-    """Cancel `scope` at the first SIGINT or SIGTERM (Ctrl-C reaches the whole process group);
-    the scope handed to `task_status` ends the watch."""
-    with (
-        anyio.CancelScope() as watch,
-        anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals,
-    ):
-        task_status.started(watch)
+    """At the first SIGINT or SIGTERM (Ctrl-C reaches the whole process group) cancel `scope`
+    and set `interrupted`."""
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        task_status.started()
         async for _ in signals:
             scope.cancel()
-            return
-
-
-async def _until_interrupted() -> None:
-    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async for _ in signals:
+            interrupted.set()
             return
 
 
