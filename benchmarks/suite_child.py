@@ -231,7 +231,7 @@ async def run_ceiling(spec: dict[str, Any]) -> dict[str, Any]:
         with anyio.fail_after(spec["timeout_s"]):
             while moved < expect:
                 batch = await consumer.getmany(
-                    timeout_ms=_POLL_MS, max_records=settings.state.max_in_flight_events
+                    timeout_ms=_POLL_MS, max_records=settings.kafka.max_poll_records
                 )
                 sends = []
                 offsets = {}

@@ -275,7 +275,7 @@ class Runner:
                     next_sweep = time.monotonic() + _SWEEP_INTERVAL_S
 
     async def _fetch(self) -> Batch:
-        consumer, limit = self._kafka.consumer, self.settings.state.max_in_flight_events
+        consumer, limit = self._kafka.consumer, self.settings.kafka.max_poll_records
         try:
             batch: Batch = await consumer.getmany(timeout_ms=_POLL_MS, max_records=limit)
         except DECODE_ERRORS:

@@ -45,6 +45,9 @@ class KafkaSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     # How long a fetch may wait for data. Kafka answers as soon as a record arrives, so this only
     # bounds idle polling; some brokers (Tansu) hold every fetch this long, adding it to latency.
     fetch_max_wait_ms: _Millis = 10
+    # Records one fetch hands to processing (Kafka's max.poll.records); the next fetch waits until
+    # they are processed, so this bounds the events held between fetch and acknowledgement.
+    max_poll_records: _Count = 5_000
     client: dict[str, Any] = msgspec.field(default_factory=dict)
 
     @property
@@ -67,8 +70,6 @@ class StateSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     # States, tombstones and offsets are flushed at most this often (bundles go out at once):
     # conversations touched in several batches meanwhile get one state write.
     commit_interval_ms: _Millis = 100
-    # Fetching pauses while this many events wait to be processed or acknowledged.
-    max_in_flight_events: _Count = 5_000
 
 
 class MetricsSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -97,7 +97,7 @@ def names_for(unique_topic: Callable[[str], str]) -> Names:
     )
 
 
-def write_config(path: Path, bootstrap: str, names: Names, *, max_in_flight_events: int) -> Path:
+def write_config(path: Path, bootstrap: str, names: Names, *, max_poll_records: int) -> Path:
     """A `stream-ctx run` config file; topic names are TOML-safe ([a-zA-Z0-9._-])."""
     path.write_text(
         "[kafka]\n"
@@ -107,8 +107,7 @@ def write_config(path: Path, bootstrap: str, names: Names, *, max_in_flight_even
         f'output_topic = "{names.sink}"\n'
         f'dlq_topic = "{names.dlq}"\n'
         f"session_timeout_ms = {SESSION_TIMEOUT_MS}\n"
-        "[state]\n"
-        f"max_in_flight_events = {max_in_flight_events}\n",
+        f"max_poll_records = {max_poll_records}\n",
         encoding="utf-8",
     )
     return path
@@ -502,7 +501,7 @@ async def test_kill_9_restart_three_times_output_and_state_exact(
     waves = [events[n : n + wave] for n in range(0, len(events), wave)]
     names = names_for(unique_topic)
     config = write_config(
-        tmp_path / "run.toml", broker.bootstrap_servers, names, max_in_flight_events=20
+        tmp_path / "run.toml", broker.bootstrap_servers, names, max_poll_records=20
     )
     expected = await replay_cli(config, events, tmp_path)
     with anyio.fail_after(TEST_TIMEOUT_S):
@@ -554,7 +553,7 @@ async def test_survivor_completes_the_stream_after_peer_killed(
     )
     names = names_for(unique_topic)
     config = write_config(
-        tmp_path / "run.toml", broker.bootstrap_servers, names, max_in_flight_events=20
+        tmp_path / "run.toml", broker.bootstrap_servers, names, max_poll_records=20
     )
     expected = await replay_cli(config, events, tmp_path)
     everything = {f"{names.source}/{p}" for p in range(partitions)}
@@ -612,7 +611,7 @@ async def test_rebalance_during_restore_keeps_state_and_members(
     after = generate(59, replace(shape, start_ms=shape.start_ms + 2 * _HOUR_MS))
     names = names_for(unique_topic)
     config = write_config(
-        tmp_path / "run.toml", broker.bootstrap_servers, names, max_in_flight_events=50
+        tmp_path / "run.toml", broker.bootstrap_servers, names, max_poll_records=50
     )
     bundle_config = load_settings(config).bundle
     expected = await replay_cli(config, before + after, tmp_path)
