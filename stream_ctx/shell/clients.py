@@ -47,8 +47,9 @@ def group_consumer(kafka: KafkaSettings, **overrides: Any) -> AIOKafkaConsumer:
     return AIOKafkaConsumer(**{**options, **overrides})
 
 
-def reader(kafka: KafkaSettings, **overrides: Any) -> AIOKafkaConsumer:
-    """A consumer outside any group (changelog restore, reading output): assigned by hand."""
+def reader(kafka: KafkaSettings, *topics: str, **overrides: Any) -> AIOKafkaConsumer:
+    """A consumer outside any group that never commits: assigned by hand (changelog restore), or
+    reading every partition of `topics` (watching output)."""
     options: dict[str, Any] = {
         **client_kwargs(kafka),
         "group_id": None,
@@ -56,4 +57,4 @@ def reader(kafka: KafkaSettings, **overrides: Any) -> AIOKafkaConsumer:
         "auto_offset_reset": "earliest",
         "fetch_max_wait_ms": kafka.fetch_max_wait_ms,
     }
-    return AIOKafkaConsumer(**{**options, **overrides})
+    return AIOKafkaConsumer(*topics, **{**options, **overrides})

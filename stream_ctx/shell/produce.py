@@ -11,11 +11,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TextIO
 
-from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
 from stream_ctx.core.codec import decode_event
 from stream_ctx.errors import BrokerError, InvalidEventError
+from stream_ctx.shell import clients
 from stream_ctx.shell.admin import partition_counts
 from stream_ctx.shell.connection import client_kwargs
 from stream_ctx.shell.settings import Settings
@@ -41,7 +41,7 @@ async def produce_lines(
     """Send each valid line to `topic` (key: its conversation id); report bad lines on `err`."""
     kwargs = client_kwargs(settings.kafka)
     await partition_counts(kwargs, [topic])  # a missing topic is an error, not an auto-create
-    producer = AIOKafkaProducer(**kwargs, acks="all", enable_idempotence=False)
+    producer = clients.producer(settings.kafka)
     sent, bad, conversations = [], 0, set()
     try:
         await producer.start()

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import TextIO
 
 import msgspec
-from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
 
 from stream_ctx.core.bundle import Bundle
 from stream_ctx.errors import BrokerError, MissingTopicError
+from stream_ctx.shell import clients
 from stream_ctx.shell.admin import partition_counts
 from stream_ctx.shell.connection import client_kwargs
 from stream_ctx.shell.settings import Settings
@@ -49,12 +49,9 @@ async def tail_bundles(
             f"output topic {topic!r} does not exist on {settings.kafka.servers!r} yet;"
             " `stream-ctx run` creates it (so does `stream-ctx broker`)"
         ) from None
-    consumer = AIOKafkaConsumer(
-        topic,
-        **kwargs,
-        group_id=None,  # a watcher: it must not take partitions from anyone or commit
-        auto_offset_reset="earliest" if from_beginning else "latest",
-        enable_auto_commit=False,
+    # A watcher outside any group: it must not take partitions from anyone or commit.
+    consumer = clients.reader(
+        settings.kafka, topic, auto_offset_reset="earliest" if from_beginning else "latest"
     )
     shown = 0
     try:
