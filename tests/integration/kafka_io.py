@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import anyio
@@ -52,6 +52,19 @@ async def collect(
     client_kwargs: ClientKwargs, topic: str, count: int, *, timeout_s: float
 ) -> list[ConsumerRecord[bytes, bytes]]:
     """Read `topic` from the start until `count` records arrived (fails after `timeout_s`)."""
+    return await collect_until(
+        client_kwargs, topic, lambda found: len(found) >= count, timeout_s=timeout_s
+    )
+
+
+async def collect_until(
+    client_kwargs: ClientKwargs,
+    topic: str,
+    is_done: Callable[[list[ConsumerRecord[bytes, bytes]]], bool],
+    *,
+    timeout_s: float,
+) -> list[ConsumerRecord[bytes, bytes]]:
+    """Read `topic` from the start until `is_done(records so far)` (fails after `timeout_s`)."""
     consumer = AIOKafkaConsumer(
         topic,
         **client_kwargs,
@@ -63,7 +76,7 @@ async def collect(
     found: list[ConsumerRecord[bytes, bytes]] = []
     try:
         with anyio.fail_after(timeout_s):
-            while len(found) < count:
+            while not is_done(found):
                 batch = await consumer.getmany(timeout_ms=200)
                 for records in batch.values():
                     found.extend(records)

@@ -11,7 +11,6 @@ from collections.abc import Callable, Iterator
 import anyio
 import msgspec
 import pytest
-from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import ConsumerRecord
 
 from stream_ctx.core.events import Finalize
@@ -23,6 +22,7 @@ from stream_ctx.workload import WorkloadShape, generate
 from tests.integration.kafka_io import (
     bundles_by_id,
     collect,
+    collect_until,
     create_input,
     event_records,
     high_watermarks,
@@ -150,7 +150,9 @@ async def test_broker_paused_past_the_request_timeout_member_stays_up_and_loses_
             await anyio.sleep(PAUSE_S)
             os.kill(own_broker.pid, signal.SIGCONT)
             await produce(client_kwargs, source, event_records(after))
-            found = await collect_ids(client_kwargs, sink, set(expected))
+            is_done = _has_every_bundle(set(expected))
+            timeout_s = PAUSE_TEST_TIMEOUT_S
+            found = await collect_until(client_kwargs, sink, is_done, timeout_s=timeout_s)
             runner.stop.set()
     # Every finalize has its bundle; a repeat (re-applied after the outage) is byte-identical.
     assert bundles_by_id(found) == expected
@@ -159,26 +161,6 @@ async def test_broker_paused_past_the_request_timeout_member_stays_up_and_loses_
     assert "Kafka available again after" in caplog.text
 
 
-async def collect_ids(
-    client_kwargs: ClientKwargs, topic: str, ids: set[str]
-) -> list[ConsumerRecord[bytes, bytes]]:
-    """Read `topic` from the start until every bundle id in `ids` arrived (repeats included)."""
-    consumer = AIOKafkaConsumer(
-        topic,
-        **client_kwargs,
-        group_id=None,
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-    )
-    await consumer.start()
-    found: list[ConsumerRecord[bytes, bytes]] = []
-    try:
-        with anyio.fail_after(PAUSE_TEST_TIMEOUT_S):
-            for _ in range(int(PAUSE_TEST_TIMEOUT_S / POLL_S)):
-                if ids <= {msgspec.json.decode(r.value)["bundle_id"] for r in found}:
-                    return found
-                for records in (await consumer.getmany(timeout_ms=int(POLL_S * 1000))).values():
-                    found.extend(records)
-    finally:
-        await consumer.stop()
-    raise AssertionError(f"not every bundle of {topic!r} arrived")
+def _has_every_bundle(ids: set[str]) -> Callable[[list[ConsumerRecord[bytes, bytes]]], bool]:
+    """Whether every bundle id in `ids` arrived (repeats included)."""
+    return lambda found: ids <= {msgspec.json.decode(r.value)["bundle_id"] for r in found}
