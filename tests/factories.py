@@ -147,6 +147,26 @@ def odd_text(*, max_pieces: int = 40) -> st.SearchStrategy[str]:
     return st.lists(piece, max_size=max_pieces).map("".join)
 
 
+def offered_items(
+    *, ids: tuple[str, ...] = ("a", "b", "c", "d", "e", "f", "g", "h")
+) -> st.SearchStrategy[RetrievedItem]:
+    """Items varying every field the window rules read or keep: ids from a small pool (so ids
+    repeat within and across events), kind, salience (thresholds and ties), created_at (missing,
+    past, future), content, attributes and tags (empty, shared, or distinct)."""
+    names = st.sampled_from(["language", "source", "path"])
+    values = st.sampled_from(["go", "rust", "docs/a.md", ""])
+    return st.builds(
+        make_item,
+        id=st.sampled_from(ids),
+        kind=st.sampled_from(["chunk", "memory", "pattern", "tool_result"]),
+        salience=st.sampled_from([0.0, 0.1, 0.2, 0.25, 0.5, 0.75, 1.0]) | st.floats(0.0, 1.0),
+        created_at=st.none() | st.integers(T0 - 120 * DAY_MS, T0 + DAY_MS),
+        content=st.sampled_from(["one", "two", "three"]),
+        attributes=st.dictionaries(names, values, max_size=3),
+        tags=st.lists(st.sampled_from(["x", "y", "z"]), max_size=3),
+    )
+
+
 def retrieved_from(item: ContextItem) -> RetrievedItem:
     """The retrieved item that a held item came from (a window item offered again)."""
     return make_item(

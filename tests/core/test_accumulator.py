@@ -11,7 +11,7 @@ from stream_ctx.core.accumulator import BundleAccumulator
 from stream_ctx.core.config import BundleConfig
 from stream_ctx.core.events import RetrievedItem
 from stream_ctx.core.scoring import priority
-from tests.factories import DAY_MS, T0, make_item
+from tests.factories import DAY_MS, T0, make_item, offered_items
 
 
 def _window(**kw: object) -> BundleAccumulator:
@@ -253,9 +253,26 @@ def test_accumulator_ranked_is_best_first_at_given_time() -> None:
 @dataclass
 class _Held:
     id: str
+    kind: str
     salience: float
     created_at: int
     content: str
+    attributes: dict[str, str]
+    tags: list[str]
+    entered: int
+    revision: int
+
+    def fields(self) -> tuple[object, ...]:
+        return (
+            self.kind,
+            self.salience,
+            self.created_at,
+            self.content,
+            self.attributes,
+            self.tags,
+            self.entered,
+            self.revision,
+        )
 
 
 class _BruteWindow:
@@ -264,7 +281,7 @@ class _BruteWindow:
     def __init__(self, cfg: BundleConfig) -> None:
         self.cfg = cfg
         self.held: list[_Held] = []
-        self.accepted = self.rejected = self.evicted = 0
+        self.accepted = self.rejected = self.evicted = self.entered = 0
 
     def _priority(self, h: _Held, now: int) -> float:
         age_days = (now - h.created_at) / DAY_MS
@@ -279,19 +296,32 @@ class _BruteWindow:
             self.held, key=lambda h: (-self._priority(h, now), -h.salience, -h.created_at, h.id)
         )
 
-    def offer(self, item: RetrievedItem, now: int) -> None:
+    def offer(self, item: RetrievedItem, now: int, revision: int) -> None:
         if item.salience < self.cfg.min_salience_threshold:
             self.rejected += 1
             return
         created = now if item.created_at is None else item.created_at
         same = [h for h in self.held if h.id == item.id]
         if same:
-            same[0].salience = max(same[0].salience, item.salience)
-            same[0].created_at = created
-            same[0].content = item.content
+            held = same[0]
+            held.salience = max(held.salience, item.salience)
+            held.created_at = created
+            held.kind, held.content = item.kind, item.content
+            held.attributes, held.tags = item.attributes, item.tags
+            held.revision = revision
             self.accepted += 1
             return
-        newcomer = _Held(item.id, item.salience, created, item.content)
+        newcomer = _Held(
+            item.id,
+            item.kind,
+            item.salience,
+            created,
+            item.content,
+            item.attributes,
+            item.tags,
+            self.entered,
+            revision,
+        )
         self.held.append(newcomer)
         if len(self.held) > self.cfg.max_items:
             last = self.order(now)[-1]
@@ -301,15 +331,7 @@ class _BruteWindow:
                 return
             self.evicted += 1
         self.accepted += 1
-
-
-_offers = st.builds(
-    make_item,
-    id=st.sampled_from(["a", "b", "c", "d", "e", "f", "g", "h"]),
-    salience=st.sampled_from([0.0, 0.1, 0.2, 0.25, 0.5, 0.75, 1.0]) | st.floats(0.0, 1.0),
-    created_at=st.none() | st.integers(T0 - 120 * DAY_MS, T0 + DAY_MS),
-    content=st.sampled_from(["one", "two", "three"]),
-)
+        self.entered += 1
 
 
 @settings(max_examples=300, deadline=None)
@@ -319,7 +341,7 @@ _offers = st.builds(
     half_life=st.sampled_from([0.5, 3.0, 30.0]),
     weights=st.sampled_from([(0.4, 0.4), (0.3, 0.5), (0.6, 0.5), (0.5, 0.3)]),
     events=st.lists(
-        st.tuples(st.integers(0, 60 * DAY_MS), st.lists(_offers, min_size=1, max_size=4)),
+        st.tuples(st.integers(0, 60 * DAY_MS), st.lists(offered_items(), min_size=1, max_size=4)),
         max_size=12,
     ),
 )
@@ -340,15 +362,24 @@ def test_accumulator_window_equals_brute_force_top_n(
     acc = BundleAccumulator(cfg)
     brute = _BruteWindow(cfg)
     now = T0
-    for offset, items in events:
+    for revision, (offset, items) in enumerate(events):
         now = T0 + offset
         for item in items:
-            acc.add(item, now_ms=now)
-            brute.offer(item, now)
+            acc.add(item, now_ms=now, revision=revision)
+            brute.offer(item, now, revision)
         assert set(acc.items) == {h.id for h in brute.held}
     for h in brute.held:
         got = acc.items[h.id]
-        assert (got.salience, got.created_at, got.content) == (h.salience, h.created_at, h.content)
+        assert (
+            got.kind,
+            got.salience,
+            got.created_at,
+            got.content,
+            got.attributes,
+            got.tags,
+            got.entered,
+            got.revision,
+        ) == h.fields()
     assert _counts(acc) == (brute.accepted, brute.rejected, brute.evicted)
     assert len(acc.items) <= max_items
     assert [r.item.id for r in acc.ranked(now_ms=now + DAY_MS)] == [
