@@ -9,16 +9,18 @@ from stream_ctx.core.accumulator import RankedItem
 from stream_ctx.core.dag import StateDag
 from stream_ctx.core.events import RenderOrder
 from stream_ctx.core.render import Segment, is_sharing, render_lean, render_naive
-from stream_ctx.core.repeats import parse_repeats
+from stream_ctx.core.repeats import Piece, parse_repeats
 from stream_ctx.core.tokenizer import Tokenizer
 
 
 @dataclass(frozen=True, slots=True)
 class Assembly:
-    """Selected items (priority order), their dedup graph in context order, and the context."""
+    """Selected items (priority order), their dedup graph in context order, and the context;
+    `parsed` is each placed item's content as parse_repeats gave it (what the context writes)."""
 
     selected: list[RankedItem]
     placed: list[RankedItem]
+    parsed: list[list[Piece]]
     dag: StateDag
     segments: list[Segment]
     context: str
@@ -66,6 +68,7 @@ class DagContextAssembler:
         return Assembly(
             selected,
             placed,
+            parsed,
             StateDag.build(items, parsed),
             lean,
             "".join(text for _, text in lean),

@@ -6,7 +6,7 @@ import msgspec
 
 from stream_ctx.core.config import ContextFormat
 from stream_ctx.core.dag import SharedAttribute
-from stream_ctx.core.events import RenderOrder
+from stream_ctx.core.events import BundleMode, RenderOrder
 
 
 class BundleItem(msgspec.Struct, frozen=True, kw_only=True):
@@ -23,11 +23,18 @@ class BundleItem(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class BundleStats(msgspec.Struct, frozen=True, kw_only=True):
-    """The seed's window statistics, counted over the conversation so far, plus token counts."""
+    """The seed's window statistics, counted over the conversation so far, plus token counts.
+
+    `tokens_bundle` is what this context costs, `tokens_full` what the full context would; the
+    conversation totals sum both over its bundles so far, this one included.
+    """
 
     tokenizer: str
     tokens_naive: int
     tokens_bundle: int
+    tokens_full: int
+    conversation_tokens_sent: int
+    conversation_tokens_full: int
     tokens_prefix_reused: int
     deduplicated: bool
     items_in_window: int
@@ -48,7 +55,12 @@ class BundleStats(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Bundle(msgspec.Struct, frozen=True, kw_only=True, tag="bundle", tag_field="type"):
-    """A conversation's context at one finalize: `items` in priority order, `context` to prompt."""
+    """A conversation's context at one finalize: `items` in priority order, `context` to prompt.
+
+    A `delta` bundle's context holds only what changed since bundle `base_bundle_id`, and its
+    `blocks` only what its new items need; `context_order` lists the full context's items (as
+    indices into `items`), so rebuild_full can make the full bundle from it and its base.
+    """
 
     bundle_id: str
     conversation_id: str
@@ -58,8 +70,11 @@ class Bundle(msgspec.Struct, frozen=True, kw_only=True, tag="bundle", tag_field=
     ts: int
     format: ContextFormat
     order: RenderOrder
+    mode: BundleMode
+    base_bundle_id: str | None
     items: list[BundleItem]
     blocks: dict[str, str]
     shared: list[SharedAttribute]
     context: str
     stats: BundleStats
+    context_order: list[int] | None = None

@@ -10,6 +10,10 @@ Salience = Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
 EpochMs = Annotated[int, msgspec.Meta(ge=0)]
 NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
 RenderOrder = Literal["priority", "stable", "edges"]
+BundleMode = Literal["full", "delta"]
+"""`full`: every included item; `delta`: what changed since the conversation's previous bundle."""
+History = Literal["reset"]
+"""A platform's word on its chat history: `reset` means it no longer holds earlier bundles."""
 
 
 class RetrievedItem(msgspec.Struct, frozen=True, kw_only=True):
@@ -43,6 +47,8 @@ class Finalize(msgspec.Struct, frozen=True, kw_only=True, tag="finalize", tag_fi
     request_id: str | None = None
     max_tokens: Annotated[int, msgspec.Meta(ge=1)] | None = None
     order: RenderOrder | None = None
+    mode: BundleMode | None = None
+    history: History | None = None
 
 
 class End(msgspec.Struct, frozen=True, kw_only=True, tag="end", tag_field="type"):

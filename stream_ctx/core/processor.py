@@ -24,6 +24,7 @@ from stream_ctx.core.accumulator import (
 from stream_ctx.core.assembler import Assembly, DagContextAssembler
 from stream_ctx.core.bundle import Bundle, BundleItem, BundleStats
 from stream_ctx.core.config import BundleConfig
+from stream_ctx.core.delta import Delta, SentState, plan_delta, sent_after
 from stream_ctx.core.events import End, Event, Finalize, Retrieval
 from stream_ctx.core.prefix import pack_context, tokens_prefix_reused
 from stream_ctx.core.tokenizer import Tokenizer, get_tokenizer
@@ -44,6 +45,8 @@ class ConversationState(msgspec.Struct, kw_only=True):
     position: int
     window: list[ItemKey] = msgspec.field(default_factory=list)
     is_ended: bool = False
+    # What the last bundle holds as the platform's history numbers it (for delta bundles).
+    sent: SentState | None = None
 
 
 Restored = tuple[ConversationState, list[ContextItem], bytes | None]
@@ -106,6 +109,7 @@ class _Conversation:
     last_ts: int
     position: int
     previous_context: bytes | None = None
+    sent: SentState | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,8 +190,8 @@ class ContextProcessor:
         if isinstance(event, Retrieval):
             self._add(conv.window, event, position, change)
             return None
-        bundle = self._finalize(cid, conv, event)
-        packed = pack_context(bundle.context)
+        bundle, full_context = self._finalize(cid, conv, event)
+        packed = pack_context(full_context)
         if change is not None:
             if conv.previous_context is not None:
                 change.drop_context(bundle.seq - 1)
@@ -220,7 +224,7 @@ class ContextProcessor:
             return
         window = BundleAccumulator(self.config, counters=state.counters, items=items)
         self.conversations[conversation_id] = _Conversation(
-            window, state.last_ts, state.position, previous_context
+            window, state.last_ts, state.position, previous_context, state.sent
         )
 
     def release_idle(self) -> int:
@@ -284,6 +288,7 @@ class ContextProcessor:
             conv = self.conversations.get(change.conversation_id)
             if conv is not None:
                 change.state.window = [(it.id, it.revision) for it in conv.window.items.values()]
+                change.state.sent = conv.sent
         return changes
 
     def state_of(self, conversation_id: str) -> ConversationState | None:
@@ -316,7 +321,8 @@ class ContextProcessor:
                 change.drop((result.evicted.id, result.evicted.revision))
             change.put[(offered.id, position)] = window.items[offered.id]
 
-    def _finalize(self, cid: str, conv: _Conversation, event: Finalize) -> Bundle:
+    def _finalize(self, cid: str, conv: _Conversation, event: Finalize) -> tuple[Bundle, str]:
+        """The bundle, and the full context (prefix reuse is counted against it next time)."""
         window = conv.window
         window.counters.seq += 1
         ranked = window.ranked(now_ms=event.ts)
@@ -326,11 +332,19 @@ class ContextProcessor:
             ranked, max_tokens=budget, order=order
         )
         blocks = assembly.blocks_by_id()
-        reused = tokens_prefix_reused(
-            conv.previous_context, assembly.context, assembly.segments, self.tokenizer
-        )
         seq = window.counters.seq
-        return Bundle(
+        previous, delta = conv.sent, None
+        mode = event.mode or self.config.mode
+        if mode == "delta" and previous is not None and event.history is None:
+            delta = plan_delta(assembly, previous, seq=seq, tokenizer=self.tokenizer)
+        # A delta is appended to the history: its own start is no cached prefix.
+        reused = 0
+        if delta is None:
+            reused = tokens_prefix_reused(
+                conv.previous_context, assembly.context, assembly.segments, self.tokenizer
+            )
+        conv.sent = sent_after(assembly, previous, seq=seq, delta=delta)
+        bundle = Bundle(
             bundle_id=f"{cid}:{seq}",
             conversation_id=cid,
             seq=seq,
@@ -339,6 +353,8 @@ class ContextProcessor:
             ts=event.ts,
             format=self.config.format,
             order=order,
+            mode="full",
+            base_bundle_id=None,
             items=[
                 BundleItem(
                     id=r.item.id,
@@ -355,11 +371,19 @@ class ContextProcessor:
             blocks=assembly.dag.blocks,
             shared=assembly.dag.shared,
             context=assembly.context,
-            stats=self._stats(window, assembly, len(ranked), reused),
+            stats=self._stats(window, assembly, len(ranked), reused, conv.sent),
         )
+        if delta is not None:
+            bundle = _as_delta(bundle, delta, assembly)
+        return bundle, assembly.context
 
     def _stats(
-        self, window: BundleAccumulator, assembly: Assembly, held: int, reused: int
+        self,
+        window: BundleAccumulator,
+        assembly: Assembly,
+        held: int,
+        reused: int,
+        sent: SentState,
     ) -> BundleStats:
         counters, selected = window.counters, assembly.selected
         offered = counters.accepted + counters.rejected
@@ -368,6 +392,9 @@ class ContextProcessor:
             tokenizer=self.tokenizer.name,
             tokens_naive=assembly.tokens_naive,
             tokens_bundle=assembly.tokens_bundle,
+            tokens_full=assembly.tokens_bundle,
+            conversation_tokens_sent=sent.tokens_sent,
+            conversation_tokens_full=sent.tokens_full,
             tokens_prefix_reused=reused,
             deduplicated=assembly.is_deduplicated,
             items_in_window=held,
@@ -427,6 +454,21 @@ class ContextProcessor:
         return ConversationState(
             counters=conv.window.counters, last_ts=conv.last_ts, position=conv.position
         )
+
+
+def _as_delta(bundle: Bundle, delta: Delta, assembly: Assembly) -> Bundle:
+    """The full bundle with the delta's context, and only the blocks its new items need."""
+    needed = {b for item in bundle.items if item.id in delta.new_ids for b in item.blocks}
+    index = {r.item.id: n for n, r in enumerate(assembly.selected)}
+    return msgspec.structs.replace(
+        bundle,
+        mode="delta",
+        base_bundle_id=f"{bundle.conversation_id}:{delta.base_seq}",
+        blocks={b: text for b, text in bundle.blocks.items() if b in needed},
+        context=delta.context,
+        stats=msgspec.structs.replace(bundle.stats, tokens_bundle=delta.tokens),
+        context_order=[index[r.item.id] for r in assembly.placed],
+    )
 
 
 def _mean(values: list[float]) -> float:

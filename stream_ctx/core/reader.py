@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from stream_ctx.core.render import stem_of
@@ -34,10 +35,14 @@ class ReadItem:
     base: int | None = None
 
 
-def read_context(context: str) -> list[ReadItem]:
-    """Every item of a lean context, content rebuilt exactly, references resolved."""
-    items: list[ReadItem] = []
-    pos = 0
+def read_context(
+    context: str, *, held: Sequence[ReadItem] = (), start: int = 0
+) -> list[ReadItem]:
+    """Every item of a lean context, content rebuilt exactly, references resolved; with `held`,
+    the entries a delta's history holds (numbered 1..), the entries from `start` on number after
+    them and may refer to them."""
+    items: list[ReadItem] = list(held)
+    pos = start
     while pos < len(context):
         number = len(items) + 1
         lead = _LEAD.match(context, pos)
@@ -53,7 +58,7 @@ def read_context(context: str) -> list[ReadItem]:
         item.content = resolve(_pieces(body, earlier, number), earlier)
         items.append(item)
         pos = end + 1
-    return items
+    return items[len(held) :]
 
 
 def _pieces(body: str, earlier: list[str], number: int) -> list[Piece]:

@@ -90,12 +90,26 @@ def _naive_rest(
     return tuple(_entry("", "".join(header) + f"\n{content}\n\n")[1:])
 
 
-def render_lean(items: Sequence[ContextItem], parsed: Sequence[Sequence[Piece]]) -> list[Segment]:
-    """The lean context of `items` in this order, their contents parsed by parse_repeats."""
+def render_lean(
+    items: Sequence[ContextItem],
+    parsed: Sequence[Sequence[Piece]],
+    *,
+    sent: int = 0,
+    numbers: Sequence[int] | None = None,
+) -> list[Segment]:
+    """The lean context of `items` in this order, their contents parsed by parse_repeats.
+
+    Entries are numbered 1, 2, ... unless `numbers` gives each item's number. The first `sent`
+    items are already in the reader's history (a delta bundle): they are not written, and the
+    entries after them may refer to them.
+    """
+    numbered = range(1, len(items) + 1) if numbers is None else numbers
     segments: list[Segment] = []
     for n, (item, pieces) in enumerate(zip(items, parsed, strict=True)):
-        header = _header(item, items[:n])
-        segments += _entry(f"§{n + 1}", header + _body(pieces, items[:n]) + "\n")
+        if n >= sent:
+            header = _header(item, items[:n], numbered)
+            body = _body(pieces, items[:n], numbered)
+            segments += _entry(f"§{numbered[n]}", header + body + "\n")
     return segments
 
 
@@ -136,12 +150,12 @@ def _after_last_word(text: str, start: int) -> int:
     return start
 
 
-def _body(pieces: Sequence[Piece], earlier: Sequence[ContextItem]) -> str:
+def _body(pieces: Sequence[Piece], earlier: Sequence[ContextItem], numbers: Sequence[int]) -> str:
     out = []
     is_line_start = True
     for piece in pieces:
         if isinstance(piece, Ref):
-            out.append(_reference(piece, earlier))
+            out.append(_reference(piece, earlier, numbers))
             is_line_start = False
             continue
         text = piece.replace("«", "««")
@@ -153,21 +167,22 @@ def _body(pieces: Sequence[Piece], earlier: Sequence[ContextItem]) -> str:
     return "".join(out)
 
 
-def _reference(ref: Ref, earlier: Sequence[ContextItem]) -> str:
+def _reference(ref: Ref, earlier: Sequence[ContextItem], numbers: Sequence[int]) -> str:
     """`«k:s+n»`, shortened where the copy starts or ends where item k's text does: `«k+n»`,
     `«k:s»`, or `«k»` for all of it (never for the item being written, still growing)."""
+    k = numbers[ref.source]
     if ref.source < len(earlier):
         is_to_end = ref.start + ref.length == len(earlier[ref.source].content)
         if ref.start == 0 and is_to_end:
-            return f"«{ref.source + 1}»"
+            return f"«{k}»"
         if ref.start == 0:
-            return f"«{ref.source + 1}+{ref.length}»"
+            return f"«{k}+{ref.length}»"
         if is_to_end:
-            return f"«{ref.source + 1}:{ref.start}»"
-    return f"«{ref.source + 1}:{ref.start}+{ref.length}»"
+            return f"«{k}:{ref.start}»"
+    return f"«{k}:{ref.start}+{ref.length}»"
 
 
-def _header(item: ContextItem, earlier: Sequence[ContextItem]) -> str:
+def _header(item: ContextItem, earlier: Sequence[ContextItem], numbers: Sequence[int]) -> str:
     """The header after `§n`: the id (`~rest` when it has its base's stem), then kind,
     attributes and tags in full, or as the shortest difference from a base item."""
     base, diff = _best_base(item, earlier)
@@ -175,8 +190,8 @@ def _header(item: ContextItem, earlier: Sequence[ContextItem]) -> str:
         return f" {atom(item.id)}{diff}\n"
     stem = stem_of(earlier[base].id)
     if stem is not None and item.id.startswith(stem):
-        return f" ~{atom(item.id[len(stem) :])} ^{base + 1}{diff}\n"
-    return f" {atom(item.id)} ^{base + 1}{diff}\n"
+        return f" ~{atom(item.id[len(stem) :])} ^{numbers[base]}{diff}\n"
+    return f" {atom(item.id)} ^{numbers[base]}{diff}\n"
 
 
 def stem_of(item_id: str) -> str | None:

@@ -466,6 +466,9 @@ class Runner:
             partitions, is_wanted=self._pending_restore.__contains__
         )
         conversations = 0
+        dropped = [tp for tp in restored if tp not in self._pending_restore]
+        if dropped:
+            log.info("revoked while restoring: %s", _names(dropped))
         for tp, state in restored.items():
             if tp not in self._pending_restore:
                 continue
