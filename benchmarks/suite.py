@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import statistics
 import sys
@@ -234,12 +233,12 @@ class Suite:
         await ensure_topics(
             kw, [TopicSpec(name=t, partitions=sizes.partitions) for t in (source, sink)]
         )
-        levels = []
-        for n, fraction in enumerate(sizes.latency_fractions):
-            rate = max(1.0, fraction * max_rate)
-            conversations = max(3, math.ceil(rate * sizes.latency_seconds / 11))
-            generated = load.standard(conversations, SEED + 100 + n)
-            levels.append((fraction, rate, load.interleaved(load.renamed(generated, f"L{n}-"), n)))
+        levels = [
+            suite_latency.level(
+                n, fraction, max_rate=max_rate, seconds=sizes.latency_seconds, seed=SEED
+            )
+            for n, fraction in enumerate(sizes.latency_fractions)
+        ]
         config = suite_latency.write_config(
             self.out / "latency-run.toml",
             kw,

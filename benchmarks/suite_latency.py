@@ -1,12 +1,19 @@
-"""Phase 3 of benchmarks/suite.py: `stream-ctx run` as its own process under paced load."""
+"""Phase 3 of benchmarks/suite.py: `stream-ctx run` as its own process under paced load.
+
+Alone, for before/after comparisons: `python benchmarks/suite_latency.py --max-rate 1400`
+(levels at `--fractions` of that rate, each `--seconds` long, on a fresh embedded broker).
+"""
 
 from __future__ import annotations
 
+import argparse
 import json
+import math
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -110,3 +117,62 @@ def process_cpu(pid: int) -> float:
     """User + system CPU seconds of a process we started, from /proc."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _measure_alone(max_rate: float, fractions: Sequence[float], seconds: float) -> None:
+    """Phase 3 on its own broker, at `fractions` of a given max (before/after comparisons)."""
+    from suite import SEED, Sizes
+
+    from stream_ctx.shell.admin import TopicSpec, ensure_topics
+    from stream_ctx.shell.broker import embedded_broker
+
+    partitions, session_timeout_ms = Sizes.partitions, Sizes.session_timeout_ms
+    out = Path(tempfile.mkdtemp(prefix="suite-latency-"))
+    async with embedded_broker() as broker:
+        kw: ClientKwargs = {"bootstrap_servers": broker.bootstrap_servers}
+        source, sink = "latency.in", "latency.bundles"
+        await ensure_topics(kw, [TopicSpec(name=t, partitions=partitions) for t in (source, sink)])
+        levels = [
+            level(n, fraction, max_rate=max_rate, seconds=seconds, seed=SEED)
+            for n, fraction in enumerate(fractions)
+        ]
+        config = write_config(
+            out / "latency-run.toml",
+            kw,
+            source=source,
+            sink=sink,
+            session_timeout_ms=session_timeout_ms,
+        )
+        await run_levels(
+            kw,
+            config=config,
+            log_path=out / "latency-run.log",
+            source=source,
+            sink=sink,
+            partitions=partitions,
+            warm=load.renamed(load.standard(1, SEED + 99), "warm-"),
+            levels=levels,
+            progress=lambda line: print(line, flush=True),
+        )
+
+
+def level(n: int, fraction: float, *, max_rate: float, seconds: float, seed: int) -> Level:
+    """Level `n`: `fraction` of `max_rate` for about `seconds`, its own conversations, mixed."""
+    rate = max(1.0, fraction * max_rate)
+    # The standard workload has 11 events per conversation.
+    conversations = max(3, math.ceil(rate * seconds / 11))
+    generated = load.standard(conversations, seed + 100 + n)
+    return fraction, rate, load.interleaved(load.renamed(generated, f"L{n}-"), n)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="p50/p99 finalize-to-bundle of `stream-ctx run`")
+    parser.add_argument("--max-rate", type=float, required=True, help="events/s taken as max")
+    parser.add_argument("--fractions", type=float, nargs="+", default=[0.5])
+    parser.add_argument("--seconds", type=float, default=15.0, help="length of each level")
+    args = parser.parse_args()
+    anyio.run(_measure_alone, args.max_rate, args.fractions, args.seconds)
+
+
+if __name__ == "__main__":
+    main()

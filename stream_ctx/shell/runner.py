@@ -67,6 +67,12 @@ _GROUP_MOVED_ON = (
 # Step-1 writes (bundles, dead letters, item versions) on the wire before processing waits for
 # them: bounds memory in flight when publishing falls behind.
 _MAX_IN_FLIGHT_SENDS = 20_000
+# aiokafka's producer needs three loop turns from send() to the socket write (the accumulator's
+# waiter, the sender's wait, the produce-request task): a bundle is yielded to that often.
+_SENDER_TURNS = 3
+# Processing gives the loop a turn at least this often, so fetches, heartbeats and acks of what
+# was sent progress while a large batch is processed.
+_MAX_BUSY_S = 0.005
 # Idle conversations are looked for this often: a scan of every held conversation.
 _SWEEP_INTERVAL_S = 30.0
 # Stopping a client sends a last request or two; with the broker gone they cannot be answered.
@@ -302,6 +308,7 @@ class Runner:
         kafka = self.settings.kafka
         sends: list[asyncio.Future[object]] = []
         changes = []
+        yielded_at = time.monotonic()
         for tp, records in batch.items():
             processor = self._processors.get(tp)
             if processor is None:
@@ -329,6 +336,12 @@ class Runner:
                         partial(self._observe_published, bundle.stats, record.timestamp)
                     )
                     sends.append(sent)
+                    for _ in range(_SENDER_TURNS):
+                        await asyncio.sleep(0)  # on the wire now, not after the whole batch
+                    yielded_at = time.monotonic()
+                elif time.monotonic() - yielded_at >= _MAX_BUSY_S:
+                    await asyncio.sleep(0)
+                    yielded_at = time.monotonic()
             self._next_offsets[tp] = records[-1].offset + 1
             changes.append((tp, ChangelogWrites.of(processor.take_changes())))
             outcomes = processor.take_item_outcomes()
