@@ -37,7 +37,11 @@ READING_GUIDE = (
     " `«k:s+n»` stands for n characters of item k's text, starting at character s (counting"
     " from 0): read that text in its place. `«k+n»` is its first n characters, `«k:s»` all from"
     " character s on, `«k»` all of it. `««` is a literal `«`; a backslash before a `§` that"
-    " starts a line is not part of the text.\n"
+    " starts a line is not part of the text. A context that starts with `Still applies:` adds"
+    " to the earlier ones: the items that line names still apply (`§a-b` is items a to b,"
+    " `(bundle s)` the context that sent them), those after `No longer applies:` do not, and"
+    " its own items are numbered after the earlier ones, which `^k` and `«k:s+n»` may name. Any"
+    " other context replaces all earlier ones.\n"
 )
 """A constant for a platform's system prompt: how a model reads a lean context."""
 

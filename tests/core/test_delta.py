@@ -1,0 +1,253 @@
+"""Delta bundles: rebuilt byte for byte, lossless for a reader of the history, never dearer."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Sequence
+
+import msgspec
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stream_ctx.core.bundle import Bundle
+from stream_ctx.core.codec import decode_event, encode_bundle
+from stream_ctx.core.config import BundleConfig, bundle_config_from_table
+from stream_ctx.core.delta import read_delta
+from stream_ctx.core.events import Event, Finalize, RenderOrder
+from stream_ctx.core.processor import ContextProcessor
+from stream_ctx.core.reader import ReadItem, read_context
+from stream_ctx.core.rebuild import DeltaBaseError, rebuild_full
+from stream_ctx.errors import ConfigError, InvalidEventError
+from stream_ctx.realtext import workload
+from stream_ctx.shell.changelog import ChangelogWrites, RestoredPartition
+from stream_ctx.workload import WorkloadShape, generate
+from tests.factories import make_finalize, make_item, make_retrieval
+
+_SHAPE = WorkloadShape(conversations=2, retrievals_per_conversation=6, finalize_every=1)
+_WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi".split()
+
+
+def _text(n: int) -> str:
+    """A distinct text of a few sentences with no repeats inside it."""
+    return " ".join(f"{_WORDS[(n + k) % len(_WORDS)]}{n}x{k}" for k in range(12)) + "."
+
+
+class History:
+    """What a platform that appends every bundle's context to its chat history holds: the
+    entries since the last full context, read back; and the last full bundle, rebuilt."""
+
+    def __init__(self) -> None:
+        self.entries: dict[str, list[ReadItem]] = {}
+        self.full: dict[str, Bundle] = {}
+
+    def take(self, bundle: Bundle) -> tuple[Bundle, list[ReadItem]]:
+        """The bundle's full form and the items its context says apply now."""
+        cid = bundle.conversation_id
+        if bundle.mode == "full":
+            current = self.entries[cid] = read_context(bundle.context)
+            full = bundle
+        else:
+            current, new = read_delta(bundle.context, self.entries[cid])
+            self.entries[cid] += new
+            full = rebuild_full(bundle, self.full[cid])
+        self.full[cid] = full
+        return full, current
+
+
+def _stated(items: Iterable[ReadItem]) -> list[tuple[str, str, dict[str, str], list[str], str]]:
+    return sorted((it.id, it.kind, it.attributes, it.tags, it.content) for it in items)
+
+
+def _check_against_full_twin(events: Sequence[Event], config: BundleConfig) -> list[Bundle]:
+    """Apply `events`; before each finalize, a copy of the processor gets it in `full` mode: the
+    delta's rebuild must encode exactly as that bundle, and reading the history must give the
+    items that bundle's context states. Returns the bundles sent."""
+    processor = ContextProcessor(config)
+    history = History()
+    sent = []
+    for position, event in enumerate(events):
+        twin = None
+        if isinstance(event, Finalize):
+            twin = copy.deepcopy(processor, {id(processor.tokenizer): processor.tokenizer})
+        bundle = processor.apply(event, position=position)
+        if bundle is None or twin is None:
+            continue
+        expected = twin.apply(msgspec.structs.replace(event, mode="full"), position=position)
+        assert expected is not None
+        assert bundle.stats.tokens_bundle <= bundle.stats.tokens_full
+        full, current = history.take(bundle)
+        assert encode_bundle(full) == encode_bundle(expected)
+        assert _stated(current) == _stated(read_context(expected.context))
+        sent.append(bundle)
+    return sent
+
+
+@settings(max_examples=8, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    order=st.sampled_from(["priority", "stable", "edges"]),
+    max_items=st.integers(2, 8),
+    overrides=st.lists(
+        st.tuples(
+            st.sampled_from([None, None, "full", "delta"]),
+            st.sampled_from([None, None, None, "reset"]),
+            st.sampled_from([None, None, 200, 700]),
+        ),
+        min_size=12,
+        max_size=12,
+    ),
+)
+def test_every_delta_rebuilds_to_the_full_bundle_and_reads_as_its_items(
+    seed: int,
+    order: RenderOrder,
+    max_items: int,
+    overrides: list[tuple[str | None, str | None, int | None]],
+) -> None:
+    events: list[Event] = []
+    for event in generate(seed, _SHAPE):
+        if isinstance(event, Finalize):
+            mode, history, budget = overrides[len(events) % len(overrides)]
+            event = msgspec.structs.replace(event, mode=mode, history=history, max_tokens=budget)
+        events.append(event)
+    config = BundleConfig(max_items=max_items, order=order, mode="delta")
+    bundles = _check_against_full_twin(events, config)
+    assert bundles
+
+
+def test_real_text_deltas_rebuild_exactly_and_cost_under_half() -> None:
+    """A few conversations of the real-text workload (benchmarks/delta_bench.py runs it all)."""
+    events = workload("numpy", conversations=4, seed=3)
+    bundles = _check_against_full_twin(events, BundleConfig(max_items=10, mode="delta"))
+    assert {b.mode for b in bundles} == {"full", "delta"}
+    last = {b.conversation_id: b.stats for b in bundles}
+    sent = sum(s.conversation_tokens_sent for s in last.values())
+    full = sum(s.conversation_tokens_full for s in last.values())
+    assert sent < 0.5 * full
+
+
+def _turns(*contents: Sequence[str], **finalize: object) -> list[Event]:
+    """One retrieval and one finalize per turn; each turn retrieves items `d<n>` of `contents`."""
+    events: list[Event] = []
+    for turn, texts in enumerate(contents):
+        items = [make_item(id=f"doc:{n}", content=t, salience=0.9) for n, t in enumerate(texts)]
+        events.append(make_retrieval(event_id=f"r{turn}", items=items))
+        events.append(make_finalize(event_id=f"f{turn}", request_id=f"t{turn}", **finalize))
+    return events
+
+
+def _bundles(events: Iterable[Event], config: BundleConfig) -> list[Bundle]:
+    processor = ContextProcessor(config)
+    found = (processor.apply(event, position=n) for n, event in enumerate(events))
+    return [bundle for bundle in found if bundle is not None]
+
+
+def test_delta_names_what_still_applies_and_what_no_longer_does() -> None:
+    a, b, c = _text(1), _text(2), _text(3)
+    first, second, third = _bundles(
+        _turns([a, b], [a, "changed " + b], [a, "changed " + b, c]),
+        BundleConfig(mode="delta", order="stable"),
+    )
+    assert (first.mode, first.base_bundle_id) == ("full", None)
+    assert first.context == f"§1 doc:0 (chunk)\n{a}\n§2 doc:1 ^1\n{b}\n"
+    assert (second.mode, second.base_bundle_id) == ("delta", "c-1:1")
+    assert second.context == (
+        f"Still applies: §1 (bundle 1)\nNo longer applies: §2\n§3 doc:1 ^1\nchanged {b}\n"
+    )
+    assert third.context == f"Still applies: §1 (bundle 1), §3 (bundle 2)\n§4 doc:2 ^3\n{c}\n"
+    assert third.stats.tokens_bundle < third.stats.tokens_full / 2
+
+
+def test_first_bundle_and_reset_are_full_and_restart_the_numbers() -> None:
+    texts = [_text(1), _text(2)]
+    events = _turns(texts, texts, texts)
+    events[-1] = msgspec.structs.replace(events[-1], history="reset")
+    modes = [(b.mode, b.base_bundle_id) for b in _bundles(events, BundleConfig(mode="delta"))]
+    assert modes == [("full", None), ("delta", "c-1:1"), ("full", None)]
+
+
+def test_a_finalize_mode_overrides_the_configured_one() -> None:
+    texts = [_text(1), _text(2)]
+    as_delta = _turns(texts, texts, mode="delta")
+    assert [b.mode for b in _bundles(as_delta, BundleConfig())] == ["full", "delta"]
+    as_full = _turns(texts, texts, mode="full")
+    assert [b.mode for b in _bundles(as_full, BundleConfig(mode="delta"))] == ["full", "full"]
+
+
+def test_a_delta_that_would_cost_more_falls_back_to_full() -> None:
+    replaced = _turns([_text(1), _text(2)], [_text(3), _text(4)], [_text(5), _text(6)])
+    bundles = _bundles(replaced, BundleConfig(mode="delta", max_items=2))
+    assert [b.mode for b in bundles] == ["full", "full", "full"]
+    assert all(b.stats.tokens_bundle == b.stats.tokens_full for b in bundles)
+
+
+def test_budget_selects_the_same_items_in_both_modes() -> None:
+    texts = [_text(n) for n in range(6)]
+    events = _turns(texts[:3], texts[:5], texts, max_tokens=150)
+    full = _bundles(events, BundleConfig(max_items=10))
+    delta = _bundles(events, BundleConfig(max_items=10, mode="delta"))
+    assert [b.mode for b in delta] == ["full", "delta", "delta"]
+    for f, d in zip(full, delta, strict=True):
+        assert [it.id for it in d.items] == [it.id for it in f.items]
+        assert d.stats.skipped_for_budget == f.stats.skipped_for_budget > 0
+        assert d.stats.tokens_bundle <= d.stats.tokens_full == f.stats.tokens_bundle <= 150
+
+
+def test_conversation_totals_sum_what_was_sent_and_what_full_would_cost() -> None:
+    texts = [_text(1), _text(2)]
+    bundles = _bundles(_turns(texts, texts, texts), BundleConfig(mode="delta"))
+    stats = bundles[-1].stats
+    assert stats.conversation_tokens_sent == sum(b.stats.tokens_bundle for b in bundles)
+    assert stats.conversation_tokens_full == sum(b.stats.tokens_full for b in bundles)
+    assert stats.conversation_tokens_sent < stats.conversation_tokens_full
+
+
+def test_delta_state_survives_a_restart_through_the_changelog() -> None:
+    events = generate(5, _SHAPE)
+    config = BundleConfig(mode="delta", max_items=6)
+    uninterrupted = [encode_bundle(b) for b in _bundles(events, config)]
+    half = len(events) // 2
+    first = ContextProcessor(config, is_tracking_changes=True)
+    changelog = RestoredPartition()
+    got = []
+    for position, event in enumerate(events[:half]):
+        bundle = first.apply(event, position=position)
+        got += [encode_bundle(bundle)] if bundle is not None else []
+        writes = ChangelogWrites.of(first.take_changes())
+        for key, value in writes.items + writes.states + writes.tombstones:
+            changelog.apply(key, value)
+    second = ContextProcessor(config, is_tracking_changes=True)
+    for cid, state, items, context in changelog.conversations():
+        assert state.sent is not None
+        second.restore(cid, state, items, context)
+    for position, event in enumerate(events[half:], start=half):
+        bundle = second.apply(event, position=position)
+        got += [encode_bundle(bundle)] if bundle is not None else []
+    assert got == uninterrupted
+    assert b'"mode":"delta"' in b"".join(got[len(got) // 2 :])
+
+
+def test_rebuild_refuses_a_base_that_is_not_the_named_bundle() -> None:
+    texts = [_text(1), _text(2)]
+    first, second, third = _bundles(_turns(texts, texts, texts), BundleConfig(mode="delta"))
+    with pytest.raises(DeltaBaseError, match=r"`base_bundle_id` of 'c-1:3' is 'c-1:2', got a"):
+        rebuild_full(third, first)
+    with pytest.raises(DeltaBaseError, match=r"got a delta bundle 'c-1:2'"):
+        rebuild_full(third, second)
+    assert rebuild_full(first, second) is first
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("mode", "partial"), ("history", "forget"), ("mode", 1)]
+)
+def test_bad_mode_or_history_on_a_finalize_names_field_and_value(field: str, value: object) -> None:
+    raw = msgspec.json.encode(
+        {"type": "finalize", "conversation_id": "c", "event_id": "e", "ts": 1, field: value}
+    )
+    with pytest.raises(InvalidEventError, match=rf"`{field}`: .*, got {value!r}"):
+        decode_event(raw)
+
+
+def test_bad_bundle_mode_names_the_key_and_value() -> None:
+    with pytest.raises(ConfigError, match=r"`bundle.mode`: .*, got 'partial'"):
+        bundle_config_from_table({"mode": "partial"})
