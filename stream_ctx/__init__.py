@@ -16,6 +16,7 @@ from stream_ctx.core.dag import SharedAttribute, StateDag, block_id
 from stream_ctx.core.events import End, Event, Finalize, Retrieval, RetrievedItem
 from stream_ctx.core.processor import ContextProcessor
 from stream_ctx.core.reader import ContextSyntaxError, ReadItem, read_context
+from stream_ctx.core.rebuild import DeltaBaseError, rebuild_full
 from stream_ctx.core.render import READING_GUIDE
 from stream_ctx.core.scoring import priority, rank_key, recency
 from stream_ctx.core.tokenizer import TiktokenTokenizer, Tokenizer, get_tokenizer
@@ -36,6 +37,7 @@ __all__ = (
     "ContextProcessor",
     "ContextSyntaxError",
     "DagContextAssembler",
+    "DeltaBaseError",
     "End",
     "Event",
     "Finalize",
@@ -57,5 +59,6 @@ __all__ = (
     "priority",
     "rank_key",
     "read_context",
+    "rebuild_full",
     "recency",
 )

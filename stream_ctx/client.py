@@ -30,7 +30,17 @@ from aiokafka.structs import ConsumerRecord, TopicPartition
 
 from stream_ctx.core.bundle import Bundle
 from stream_ctx.core.codec import decode_event
-from stream_ctx.core.events import End, Event, Finalize, RenderOrder, Retrieval, RetrievedItem
+from stream_ctx.core.events import (
+    BundleMode,
+    End,
+    Event,
+    Finalize,
+    History,
+    RenderOrder,
+    Retrieval,
+    RetrievedItem,
+)
+from stream_ctx.core.rebuild import rebuild_full
 from stream_ctx.errors import BrokerError, MissingTopicError, StreamCtxError
 from stream_ctx.shell.connection import client_kwargs
 from stream_ctx.shell.settings import KafkaSettings
@@ -270,10 +280,16 @@ class ContextClient:
         ts: int | None = None,
         max_tokens: int | None = None,
         order: RenderOrder | None = None,
+        mode: BundleMode | None = None,
+        history: History | None = None,
         request_id: str | None = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,
     ) -> Bundle:
         """Send a finalize and return the bundle answering it, or raise BundleTimeoutError.
+
+        `mode` overrides `[bundle] mode` for this bundle; `history="reset"` says the platform no
+        longer holds the earlier bundles, so this one is full. A delta's full form is
+        `ContextClient.rebuild_full(delta, previous_full)`.
 
         `request_id` (a fresh uuid4 unless given) must be unique per conversation: a bundle
         already on the output topic when the client started is never delivered, but one
@@ -296,6 +312,8 @@ class ContextClient:
             request_id=request_id,
             max_tokens=max_tokens,
             order=order,
+            mode=mode,
+            history=history,
         )
         try:
             with anyio.move_on_after(timeout_s):
@@ -318,6 +336,8 @@ class ContextClient:
                 timeout_s=timeout_s,
             )
         return waiter.bundle
+
+    rebuild_full = staticmethod(rebuild_full)
 
     def _started(self) -> AIOKafkaProducer:
         if self._failure is not None:

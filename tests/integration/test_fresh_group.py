@@ -9,6 +9,7 @@ import anyio
 import msgspec
 from aiokafka.structs import ConsumerRecord
 
+from stream_ctx.core.config import BundleConfig
 from stream_ctx.core.events import Event, Finalize
 from stream_ctx.shell.admin import ClientKwargs
 from stream_ctx.shell.broker import EmbeddedBroker
@@ -87,7 +88,8 @@ async def test_restarted_group_restores_state_and_continues_seq_without_reapplyi
 ) -> None:
     # No `end`: every conversation's state must survive the restart. Each conversation is
     # 4 retrievals + finalize, twice; both halves end on a finalize, so all of a half's bundles
-    # arriving means the whole half was processed.
+    # arriving means the whole half was processed. Delta mode: the second bundles are deltas
+    # against what the first ones held, which only the changelog remembers across the restart.
     shape = WorkloadShape(
         conversations=6, retrievals_per_conversation=8, finalize_every=4, is_ending=False
     )
@@ -103,7 +105,9 @@ async def test_restarted_group_restores_state_and_continues_seq_without_reapplyi
         output_topic=sink,
         dlq_topic=dlq,
         group_id=unique_topic("group"),
+        mode="delta",
     )
+    config = BundleConfig(mode="delta")
     await create_input(client_kwargs, source, partitions=3)
 
     await produce(client_kwargs, source, event_records(early))
@@ -111,16 +115,16 @@ async def test_restarted_group_restores_state_and_continues_seq_without_reapplyi
     await produce(client_kwargs, source, event_records(late))
     records, second = await run_until_bundles(client_kwargs, settings, finalizes)
 
-    assert bundles_by_id(before) == replay_bundles(early)
+    assert bundles_by_id(before) == replay_bundles(early, config)
     # A graceful stop committed everything: nothing published twice, nothing read twice.
     assert len(records) == finalizes
     assert second.events == len(late)
     assert second.restored_conversations == shape.conversations
     new = {bid for bid in bundles_by_id(records) if bid not in bundles_by_id(before)}
-    assert (
-        sorted(msgspec.json.decode(bundles_by_id(records)[bid])["seq"] for bid in new)
-        == [2] * shape.conversations
-    )
-    # Restored windows and counters plus the new events give exactly what a clean replay gives.
-    assert bundles_by_id(records) == replay_bundles(events)
+    decoded = [msgspec.json.decode(bundles_by_id(records)[bid]) for bid in new]
+    assert sorted(bundle["seq"] for bundle in decoded) == [2] * shape.conversations
+    assert any(bundle["mode"] == "delta" for bundle in decoded)
+    # Restored windows, counters and delta state plus the new events give exactly what a clean
+    # replay gives.
+    assert bundles_by_id(records) == replay_bundles(events, config)
     assert first.dead_letters == second.dead_letters == 0

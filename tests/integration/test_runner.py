@@ -8,6 +8,7 @@ from collections.abc import Callable
 import anyio
 import msgspec
 
+from stream_ctx.core.config import BundleConfig
 from stream_ctx.core.events import Finalize
 from stream_ctx.shell.admin import ClientKwargs
 from stream_ctx.shell.broker import EmbeddedBroker
@@ -20,13 +21,12 @@ from tests.integration.kafka_io import collect, create_input, event_records, pro
 RUN_TIMEOUT_S = 60.0
 
 
-def replay_bundles(events: list[object]) -> dict[str, bytes]:
+def replay_bundles(events: list[object], config: BundleConfig | None = None) -> dict[str, bytes]:
     """bundle_id -> bundle bytes, as `stream-ctx replay` writes them."""
     lines = [msgspec.json.encode(e) for e in events]
     out = io.BytesIO()
-    from stream_ctx.core.config import BundleConfig
-
-    assert replay(BundleConfig(), io.BytesIO(b"\n".join(lines)), out, io.StringIO()) == 0
+    config = config or BundleConfig()
+    assert replay(config, io.BytesIO(b"\n".join(lines)), out, io.StringIO()) == 0
     bundles = {}
     for line in out.getvalue().splitlines():
         bundles[msgspec.json.decode(line)["bundle_id"]] = line
