@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -28,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import suite_core
 import suite_latency
 import suite_load as load
+import suite_quix
 import suite_report as report
 from suite_child import RESULT_PREFIX
 
@@ -37,6 +37,7 @@ from stream_ctx.shell.broker import embedded_broker
 
 ROOT = Path(__file__).resolve().parent.parent
 CHILD = Path(__file__).resolve().parent / "suite_child.py"
+QUIX = Path(__file__).resolve().parent / "suite_quix.py"
 SEED = 2026
 # A child that has not finished in this long is stuck (the slowest default phase takes ~60 s).
 CHILD_TIMEOUT_S = 600.0
@@ -94,17 +95,19 @@ class Suite:
     def progress(self, message: str) -> None:
         print(f"[{time.perf_counter() - self.started:6.1f} s] {message}", flush=True)
 
-    async def child(self, spec: dict[str, Any]) -> dict[str, Any]:
-        """Run one measured process (benchmarks/suite_child.py) and return its result."""
+    async def child(self, spec: dict[str, Any], script: Path = CHILD) -> dict[str, Any]:
+        """Run one measured process (benchmarks/suite_child.py) and return its result, with
+        `spawned_t`: when it was started, on the same monotonic clock as its own points."""
         spec = {"session_timeout_ms": self.sizes.session_timeout_ms, "timeout_s": 300, **spec}
+        spawned = time.perf_counter()
         done = await anyio.run_process(
-            [sys.executable, str(CHILD), json.dumps(spec)], check=False, stderr=None
+            [sys.executable, str(script), json.dumps(spec)], check=False, stderr=None
         )
         lines = [x for x in done.stdout.decode().splitlines() if x.startswith(RESULT_PREFIX)]
         if done.returncode != 0 or not lines:
             raise RuntimeError(f"benchmark child {spec['mode']} failed ({done.returncode})")
         result: dict[str, Any] = json.loads(lines[-1][len(RESULT_PREFIX) :])
-        return result
+        return {**result, **rates(result, spawned)}
 
     def spec(self, kw: ClientKwargs, name: str, **extra: Any) -> dict[str, Any]:
         return {
@@ -155,23 +158,11 @@ class Suite:
                         "expect_events": len(records),
                     }
                 )
-                assigned, end = done["points"]["assigned"], done["points"]["done"]
-                seconds = end["t"] - assigned["t"]
-                passes.append(
-                    {
-                        "events": done["events"],
-                        "seconds": seconds,
-                        "events_per_s": done["events"] / seconds,
-                        "cpu_s": end["cpu_s"] - assigned["cpu_s"],
-                        "peak_rss_kib": done["peak_rss_kib"],
-                    }
-                )
-                self.progress(f"  {passes[-1]['events_per_s']:,.0f} events/s")
-            ceiling = {
-                "passes": passes,
-                "events_per_s": statistics.median(p["events_per_s"] for p in passes),
-            }
+                passes.append(done)
+                self.progress(f"  {done['events_per_s']:,.0f} events/s")
+            ceiling = median_run(passes)
             self.results["ceiling"] = ceiling
+            self.results["quix"] = await self.quix(kw, len(records), ceiling["events_per_s"])
             self.progress("2. stream-ctx Runner on the same input")
             runs = []
             for number in range(sizes.runner_runs):
@@ -182,13 +173,9 @@ class Suite:
                         "input_topic": "main.in",
                     }
                 )
-                assigned, done = run["points"]["assigned"], run["points"]["done"]
-                seconds = done["t"] - assigned["t"]
+                assigned = run["points"]["assigned"]
                 run.update(
-                    seconds=seconds,
-                    events_per_s=run["events"] / seconds,
-                    cpu_s=done["cpu_s"] - assigned["cpu_s"],
-                    ratio_to_ceiling=run["events"] / seconds / ceiling["events_per_s"],
+                    ratio_to_ceiling=run["events_per_s"] / ceiling["events_per_s"],
                     expected_bundles=finalizes,
                     rebalances=run["assignments"] - 1,
                     restore_at_start_s=run["points"]["ready"]["t"] - assigned["t"],
@@ -199,11 +186,14 @@ class Suite:
                     f"ceiling), {run['bundles']:,}/{finalizes:,} bundles, CPU {run['cpu_s']:.1f} "
                     f"s, peak RSS {run['peak_rss_kib'] / 1024:.0f} MiB"
                 )
-            ranked = sorted(runs, key=lambda x: x["events_per_s"])
-            self.results["runner"] = {
-                **ranked[len(ranked) // 2],
-                "all_events_per_s": [x["events_per_s"] for x in runs],
-            }
+            self.results["runner"] = median_run(runs)
+            self.results["count_bound"] = suite_core.count_bound(events)
+            bound = self.results["count_bound"]
+            self.progress(
+                f"  exact-count bound: {bound['mb_per_s']:.1f} MB/s over "
+                f"{bound['new_content_bytes_per_event']:,.0f} new content B/event = "
+                f"{bound['events_per_s']:,.0f} events/s"
+            )
             self.progress("6b. profiled Runner (cProfile, CPU clock) on part of the workload")
             wanted = {f"c-{n:05d}" for n in range(sizes.profile_conversations)}
             subset = [e for e in events if e.conversation_id in wanted]
@@ -224,6 +214,35 @@ class Suite:
             }
             del events, records, subset
             await self.latency(kw, self.results["runner"]["events_per_s"])
+
+    async def quix(self, kw: ClientKwargs, events: int, ceiling: float) -> dict[str, Any]:
+        """Phase 1b: the Quix Streams peer (top-N only) on the same input, fresh groups."""
+        if not suite_quix.is_available():
+            message = "Quix Streams is not installed (pip install -e '.[bench]'): row skipped"
+            self.progress(f"1b. {message}")
+            return {"skipped": message}
+        self.progress("1b. peer: Quix Streams app, top-N window only (no dedup, no counts)")
+        runs = []
+        for number in range(self.sizes.runner_runs):
+            name = f"quix{number}"
+            await ensure_topics(
+                kw, [TopicSpec(name=f"{name}.out", partitions=self.sizes.partitions)]
+            )
+            run = await self.child(
+                {
+                    **self.spec(kw, name, mode="quix", expect_events=events),
+                    "input_topic": "main.in",
+                    "output_topic": f"{name}.out",
+                },
+                script=QUIX,
+            )
+            runs.append(run)
+            self.progress(
+                f"  {run['events_per_s']:,.0f} events/s once joined "
+                f"({run['events_per_s'] / ceiling:.1%} of the ceiling), "
+                f"{run['events_per_s_from_start']:,.0f} from start"
+            )
+        return median_run(runs)
 
     async def latency(self, kw: ClientKwargs, max_rate: float) -> None:
         """Phase 3: `stream-ctx run` as its own process; this process offers paced load."""
@@ -401,6 +420,30 @@ class Suite:
         }
 
 
+def rates(result: dict[str, Any], spawned_t: float) -> dict[str, float]:
+    """events/s once joined (from the group's first assignment) and from the process's start,
+    and CPU seconds from the assignment to the last commit."""
+    assigned, done = result["points"]["assigned"], result["points"]["done"]
+    seconds = done["t"] - assigned["t"]
+    return {
+        "seconds": seconds,
+        "seconds_from_start": done["t"] - spawned_t,
+        "events_per_s": result["events"] / seconds,
+        "events_per_s_from_start": result["events"] / (done["t"] - spawned_t),
+        "cpu_s": done["cpu_s"] - assigned["cpu_s"],
+    }
+
+
+def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run with the median events/s once joined, with every run's rates beside it."""
+    ranked = sorted(runs, key=lambda x: x["events_per_s"])
+    return {
+        **ranked[len(ranked) // 2],
+        "all_events_per_s": [x["events_per_s"] for x in runs],
+        "all_events_per_s_from_start": [x["events_per_s_from_start"] for x in runs],
+    }
+
+
 async def main_async(sizes: Sizes, out: Path, write_docs: bool) -> None:
     suite = Suite(sizes, out)
     suite.results["machine"] = report.machine()
@@ -412,6 +455,7 @@ async def main_async(sizes: Sizes, out: Path, write_docs: bool) -> None:
     await suite.max_items()
     suite.results["load_average_end"] = os.getloadavg()
     suite.results["elapsed_s"] = time.perf_counter() - suite.started
+    suite.results["settings"] = report.figure_settings(suite.results)
     suite.results["targets"] = report.targets(suite.results)
     (out / "results.json").write_text(json.dumps(suite.results, indent=2) + "\n")
     markdown = report.markdown(suite.results)

@@ -7,6 +7,7 @@ import math
 import statistics
 import time
 import tracemalloc
+from collections.abc import Sequence
 from typing import Any
 
 import core_bench
@@ -15,7 +16,7 @@ import suite_load as load
 
 from stream_ctx import BundleConfig, ContextProcessor, TiktokenTokenizer, decode_event
 from stream_ctx.core import dag
-from stream_ctx.core.events import Finalize, Retrieval
+from stream_ctx.core.events import Event, Finalize, Retrieval
 from stream_ctx.core.tokenizer import get_tokenizer
 
 # Changes are taken (and dropped) this often, as the runner takes them once per batch.
@@ -55,6 +56,36 @@ def core_figures(*, adds: int, rounds: int, conversations: int, seed: int) -> di
             "p99": finals[max(0, math.ceil(0.99 * len(finals)) - 1)],
             "mean": statistics.fmean(finals),
         },
+    }
+
+
+def count_bound(events: Sequence[Event], *, rounds: int = 3) -> dict[str, float]:
+    """The exact-count bound: events/s if counting each new content text once were all the work.
+
+    New content is every item content not seen before in the workload (a content-hash cache
+    counts a text once per process); the counter is the core's (`get_tokenizer().count`), timed
+    over those texts, best of `rounds`.
+    """
+    seen: set[str] = set()
+    for event in events:
+        if isinstance(event, Retrieval):
+            seen.update(item.content for item in event.items)
+    texts = sorted(seen)
+    tokenizer = get_tokenizer()
+    tokenizer.count(texts[0])  # loaded before timing, as in a running instance
+    best = math.inf
+    for _ in range(rounds):
+        started = time.perf_counter()
+        for text in texts:
+            tokenizer.count(text)
+        best = min(best, time.perf_counter() - started)
+    new_bytes = sum(len(text.encode()) for text in texts)
+    return {
+        "counter": type(tokenizer).__name__,
+        "texts": len(texts),
+        "mb_per_s": new_bytes / best / 1e6,
+        "new_content_bytes_per_event": new_bytes / len(events),
+        "events_per_s": len(events) / best,
     }
 
 

@@ -20,7 +20,10 @@ RESULT_KEYS = {
     "sizes",
     "workload",
     "ceiling",
+    "quix",
     "runner",
+    "count_bound",
+    "settings",
     "latency",
     "held",
     "max_items",
@@ -44,10 +47,14 @@ def test_quick_suite_writes_results_table_and_chart(tmp_path: Path) -> None:
     results = json.loads((tmp_path / "results.json").read_text())
     assert RESULT_KEYS <= results.keys()
     assert results["runner"]["bundles"] == results["workload"]["finalizes"]
-    assert len(results["targets"]) == 5
+    assert len(results["targets"]) == 6
     assert all({"target", "measured", "met"} <= t.keys() for t in results["targets"])
     assert [lv["fraction_of_max"] for lv in results["latency"]["levels"]] == [0.25, 0.5, 0.75]
     assert (tmp_path / "benchmark.png").read_bytes().startswith(PNG_MAGIC)
     page = (tmp_path / "benchmarks.md").read_text()
-    assert "## Targets (issue #4)" in page
+    assert "## Targets (issue #11)" in page
+    assert "### Settings behind these figures" in page
     assert "| stream-ctx Runner |" in done.stdout
+    assert "| exact-count bound |" in done.stdout
+    # The peer's row runs wherever the bench extra is installed, as CI installs it.
+    assert results["quix"]["events"] == results["workload"]["events"]
