@@ -83,6 +83,7 @@ def _spans(contents: list[str], parsed: Sequence[Sequence[Piece]]) -> list[list[
             if isinstance(piece, Ref):
                 cuts[piece.source].update((piece.start, piece.start + piece.length))
     spans: list[list[Span]] = []
+    ends: dict[int, list[int]] = {}
     for n, pieces in enumerate(parsed):
         edges = sorted(cuts[n])
         out: list[Span] = []
@@ -97,20 +98,25 @@ def _spans(contents: list[str], parsed: Sequence[Sequence[Piece]]) -> list[list[
                 out.append((pos, end))
             else:
                 end = pos + piece.length
-                out += _copied(spans[piece.source], piece.start, end - pos, pos)
+                source = spans[piece.source]
+                if piece.source not in ends:
+                    ends[piece.source] = [b for _, b in source]
+                out += _copied(source, ends[piece.source], piece.start, piece.length, pos)
             pos = end
         spans.append(out)
     return spans
 
 
-def _copied(source: list[Span], start: int, length: int, at: int) -> list[Span]:
-    """The source's spans over [start, start + length), clipped, moved to begin at `at`."""
+def _copied(source: list[Span], ends: list[int], start: int, length: int, at: int) -> list[Span]:
+    """The source's spans (which tile it; `ends` their ends) over [start, start + length),
+    clipped, moved to begin at `at`."""
     stop = start + length
-    return [
-        (at + max(a, start) - start, at + min(b, stop) - start)
-        for a, b in source
-        if a < stop and b > start
-    ]
+    copied = []
+    for a, b in source[bisect_right(ends, start) :]:
+        if a >= stop:
+            break
+        copied.append((at + max(a, start) - start, at + min(b, stop) - start))
+    return copied
 
 
 def _merge_single_use(pieces: list[str], uses: Counter[str]) -> list[str]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from itertools import pairwise
 
@@ -204,52 +205,104 @@ def stem_of(item_id: str) -> str | None:
     return found.group() if found and len(found.group()) >= _MIN_STEM_CHARS else None
 
 
-def _value(item: ContextItem, value: str) -> str:
-    """An attribute value; `~` when it is the item's own id stem without its separator."""
-    stem = stem_of(item.id)
-    return "~" if stem is not None and value == stem[:-1] else atom(value)
-
-
 def _best_base(item: ContextItem, earlier: Sequence[ContextItem]) -> tuple[int | None, str]:
     """The earlier item whose metadata this one's differs least from (the nearest on a tie), if
     naming it costs fewer tokens than writing everything out; only the last _BASE_WINDOW are
     tried."""
-    best: tuple[int | None, str] = (None, _full(item))
-    best_cost = _cost(best[1])
+    parts = _parts_of(item)
+    best: tuple[int | None, str] = (None, parts.full)
+    best_cost = parts.full_cost
     for k in range(len(earlier) - 1, max(len(earlier) - _BASE_WINDOW, 0) - 1, -1):
-        diff = _difference(item, earlier[k])
-        if diff is not None and _cost(f" ^{k + 1}{diff}") < best_cost:
-            best, best_cost = (k, diff), _cost(f" ^{k + 1}{diff}")
+        priced = _difference(parts, _parts_of(earlier[k]))
+        if priced is None:
+            continue
+        diff, diff_cost = priced
+        cost = _reference_cost(k) + diff_cost
+        if cost < best_cost:
+            best, best_cost = (k, diff), cost
             if not diff:
                 break  # the same metadata: nothing further back can cost less
     return best
 
 
-def _cost(header: str) -> int:
-    """About how many tokens a header costs: its words, numbers and punctuation runs."""
-    return len(_TOKENISH.findall(header))
+Priced = tuple[str, int]
 
 
-def _full(item: ContextItem) -> str:
-    parts = [f" ({atom(item.kind)})"]
-    parts += [f" {atom(name)}={_value(item, value)}" for name, value in item.attributes.items()]
-    return "".join(parts + [f" #{atom(tag)}" for tag in item.tags])
+@dataclass(frozen=True, slots=True)
+class _HeaderParts:
+    """An item's metadata as header parts (` (kind)`, ` name=value`, ` #tag`) with their
+    estimated costs: every part starts with a space, so a header costs the sum of its parts."""
+
+    kind: str
+    kind_part: Priced
+    attributes: dict[str, str]
+    attribute_parts: dict[str, Priced]
+    tags: tuple[str, ...]
+    full: str
+    full_cost: int
 
 
-def _difference(item: ContextItem, base: ContextItem) -> str | None:
-    """`item`'s metadata as changes to `base`'s, or None when its tags can't be reached that way
-    (dropping a tag drops every copy; added tags go last)."""
-    parts = [f" ({atom(item.kind)})"] if item.kind != base.kind else []
+def _parts_of(item: ContextItem) -> _HeaderParts:
+    return _header_parts(
+        stem_of(item.id), item.kind, tuple(item.attributes.items()), tuple(item.tags)
+    )
+
+
+@lru_cache(maxsize=1 << 13)
+def _header_parts(
+    stem: str | None,
+    kind: str,
+    attributes: tuple[tuple[str, str], ...],
+    tags: tuple[str, ...],
+) -> _HeaderParts:
+    """Header parts of one item's metadata (`stem` is its id stem, for `~` values)."""
+    kind_part = _priced(f" ({atom(kind)})")
+    attribute_parts = {
+        name: _priced(f" {atom(name)}={_value(stem, value)}") for name, value in attributes
+    }
+    full = [kind_part, *attribute_parts.values(), *(_priced(f" #{atom(t)}") for t in tags)]
+    return _HeaderParts(
+        kind,
+        kind_part,
+        dict(attributes),
+        attribute_parts,
+        tags,
+        "".join(text for text, _ in full),
+        sum(cost for _, cost in full),
+    )
+
+
+def _difference(item: _HeaderParts, base: _HeaderParts) -> Priced | None:
+    """`item`'s metadata as changes to `base`'s, priced; None when its tags can't be reached
+    that way (dropping a tag drops every copy; added tags go last)."""
+    dropped = [tag for tag in dict.fromkeys(base.tags) if tag not in item.tags]
+    kept = tuple(tag for tag in base.tags if tag not in dropped)
+    if item.tags[: len(kept)] != kept:
+        return None
+    parts = [item.kind_part] if item.kind != base.kind else []
     parts += [
-        f" {atom(name)}={_value(item, value)}"
+        item.attribute_parts[name]
         for name, value in item.attributes.items()
         if base.attributes.get(name) != value
     ]
-    parts += [f" -{atom(name)}" for name in base.attributes if name not in item.attributes]
-    dropped = [tag for tag in dict.fromkeys(base.tags) if tag not in item.tags]
-    kept = [tag for tag in base.tags if tag not in dropped]
-    if item.tags[: len(kept)] != kept:
-        return None
-    parts += [f" -#{atom(tag)}" for tag in dropped]
-    parts += [f" #{atom(tag)}" for tag in item.tags[len(kept) :]]
-    return "".join(parts)
+    parts += [_priced(f" -{atom(name)}") for name in base.attributes if name not in item.attributes]
+    parts += [_priced(f" -#{atom(tag)}") for tag in dropped]
+    parts += [_priced(f" #{atom(tag)}") for tag in item.tags[len(kept) :]]
+    return "".join(text for text, _ in parts), sum(cost for _, cost in parts)
+
+
+def _reference_cost(k: int) -> int:
+    """The cost of ` ^{k + 1}`: the ` ^`, then the digits in runs of up to three."""
+    return 1 + -(-len(str(k + 1)) // 3)
+
+
+@lru_cache(maxsize=1 << 13)
+def _priced(part: str) -> Priced:
+    """A header part and about how many tokens it costs: its words, numbers and punctuation
+    runs, each with its leading space."""
+    return part, len(_TOKENISH.findall(part))
+
+
+def _value(stem: str | None, value: str) -> str:
+    """An attribute value; `~` when it is the item's own id stem without its separator."""
+    return "~" if stem is not None and value == stem[:-1] else atom(value)

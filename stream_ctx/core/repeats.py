@@ -96,7 +96,7 @@ def _parse_one(
             pieces.append(raw[literal_from:pos].decode("utf-8", "surrogatepass"))
         pieces.append(Ref(source, start, len(text)))
         literal_from = pos + length
-        k = int(np.searchsorted(candidates, literal_from))
+        k = int(candidates.searchsorted(literal_from))
     if literal_from < len(raw):
         pieces.append(raw[literal_from:].decode("utf-8", "surrogatepass"))
     return pieces
@@ -104,6 +104,8 @@ def _parse_one(
 
 def _has_words(text: str) -> bool:
     """Whether `text` holds MIN_FACTOR_WORDS distinct words; its head usually tells."""
+    if len(set(text[:_HEAD_CHARS].split())) >= MIN_FACTOR_WORDS:
+        return True  # `str.split` finds exactly the `\S+` runs: the common case, fast
     return any(
         len(set(word.findall(part))) >= MIN_FACTOR_WORDS
         for part in (text[:_HEAD_CHARS], text)
