@@ -37,16 +37,23 @@ Level = tuple[float, float, Sequence[Event]]
 
 
 def write_config(
-    path: Path, kw: ClientKwargs, *, source: str, sink: str, session_timeout_ms: int
+    path: Path,
+    kw: ClientKwargs,
+    *,
+    source: str,
+    sink: str,
+    session_timeout_ms: int,
+    group_id: str = "latency.group",
+    dlq_topic: str = "latency.dlq",
 ) -> Path:
     """A `stream-ctx run` config: only [kafka] keys; everything else at its default."""
     path.write_text(
         "[kafka]\n"
         f"bootstrap_servers = {json.dumps(kw['bootstrap_servers'])}\n"
-        'group_id = "latency.group"\n'
+        f"group_id = {json.dumps(group_id)}\n"
         f"input_topics = [{json.dumps(source)}]\n"
         f"output_topic = {json.dumps(sink)}\n"
-        'dlq_topic = "latency.dlq"\n'
+        f"dlq_topic = {json.dumps(dlq_topic)}\n"
         f"session_timeout_ms = {session_timeout_ms}\n",
         encoding="utf-8",
     )

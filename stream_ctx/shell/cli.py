@@ -22,6 +22,7 @@ from stream_ctx.shell.replay import replay
 from stream_ctx.shell.schema import SCHEMA_NAMES, render_schema
 from stream_ctx.shell.service import serve
 from stream_ctx.shell.settings import ENV_PREFIX, load_settings
+from stream_ctx.shell.workers import run_workers
 
 log = logging.getLogger("stream_ctx.cli")
 _T = TypeVar("_T")
@@ -107,8 +108,38 @@ def _run(args: argparse.Namespace) -> int:
             "group_id": kafka.group_id,
         },
     )
+    if args.workers > 1:
+        worker_argv = ["run", *_run_flags(args)]
+        run = partial(
+            run_workers,
+            worker_argv,
+            args.workers,
+            environ=os.environ,
+            metrics_port=settings.metrics.port,
+        )
+        return _run_async(run)
     _run_async(partial(serve, settings))
     return 0
+
+
+def _run_flags(args: argparse.Namespace) -> list[str]:
+    """The `run` flags of this command, for each of its workers (which run one member each)."""
+    flags = ["--log-level", args.log_level, *(["--log-json"] if args.log_json else [])]
+    if args.config is not None:
+        flags += ["--config", str(args.config)]
+    for name in ("bootstrap_servers", "group_id", "output_topic"):
+        if getattr(args, name):
+            flags += [f"--{name.replace('_', '-')}", getattr(args, name)]
+    for topic in args.input_topic or []:
+        flags += ["--input-topic", topic]
+    return flags
+
+
+def _worker_count(text: str) -> int:
+    count = int(text)
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"--workers must be an integer >= 1, got {text!r}")
+    return count
 
 
 def _config_source(path: Path | None, flags: Sequence[str]) -> str:
@@ -238,6 +269,12 @@ def _parser() -> argparse.ArgumentParser:
     run_cmd.add_argument("--group-id", help="overrides kafka.group_id")
     run_cmd.add_argument("--input-topic", action="append", help="overrides kafka.input_topics")
     run_cmd.add_argument("--output-topic", help="overrides kafka.output_topic")
+    run_cmd.add_argument(
+        "--workers",
+        type=_worker_count,
+        default=1,
+        help="group members to run, one process each (default 1; up to one per core helps)",
+    )
     run_cmd.set_defaults(handler=_run)
 
     demo_cmd = commands.add_parser(
