@@ -23,7 +23,7 @@ from stream_ctx.core.accumulator import ContextItem
 from stream_ctx.core.assembler import Assembly
 from stream_ctx.core.reader import ContextSyntaxError, ReadItem, read_context
 from stream_ctx.core.render import Segment, render_lean
-from stream_ctx.core.repeats import Piece, Ref
+from stream_ctx.core.repeats import Piece, Ref, parse_repeats
 from stream_ctx.core.tokenizer import Tokenizer
 
 KEPT_LEAD = "Still applies: "
@@ -35,10 +35,11 @@ _DIGEST_BYTES = 16
 
 
 class SentEntry(msgspec.Struct, frozen=True, array_like=True):
-    """An entry the model's history holds: item id, digest of what it states, number, and the
-    seq of the bundle that sent it."""
+    """An entry the model's history holds: item id and revision, digest of what it states,
+    number, and the seq of the bundle that sent it."""
 
     id: str
+    revision: int
     digest: bytes
     number: int
     seq: int
@@ -86,7 +87,7 @@ def plan_delta(
     applies or the delta would cost no fewer tokens than the full context."""
     placed = [r.item for r in assembly.placed]
     held = {entry.id: entry for entry in previous.entries}
-    digests = [digest(item) for item in placed]
+    digests = _digests(placed, held)
     kept = [
         n
         for n, item in enumerate(placed)
@@ -103,7 +104,12 @@ def plan_delta(
     numbers = [entry.number for entry in kept_entries]
     numbers += range(previous.next_number, previous.next_number + len(new))
     parsed: list[list[Piece]] = [[] for _ in kept]
-    parsed += [_renumbered(assembly.parsed[n], at) for n in new]
+    if any(_refers_to(assembly.parsed[n], is_kept, own=n) for n in kept):
+        # A new item placed before a kept one holds text the kept one shares: parsed in the
+        # delta's order, the new item refers to the kept one instead of writing it again.
+        parsed += parse_repeats([placed[n].content for n in order])[len(kept) :]
+    else:
+        parsed += [_renumbered(assembly.parsed[n], at) for n in new]
     kept_ids = {entry.id for entry in kept_entries}
     dropped = [entry.number for entry in previous.entries if entry.id not in kept_ids]
     segments: list[Segment] = [(line, line) for line in _lines(kept_entries, dropped)]
@@ -112,7 +118,7 @@ def plan_delta(
     if tokens >= assembly.tokens_bundle:
         return None
     fresh = [
-        SentEntry(placed[n].id, digests[n], number, seq)
+        SentEntry(placed[n].id, placed[n].revision, digests[n], number, seq)
         for n, number in zip(new, numbers[len(kept) :], strict=True)
     ]
     return Delta(
@@ -134,7 +140,12 @@ def sent_after(
         entries, next_number = delta.entries, delta.next_number
     else:
         placed = [r.item for r in assembly.placed]
-        entries = [SentEntry(it.id, digest(it), n, seq) for n, it in enumerate(placed, start=1)]
+        held = {entry.id: entry for entry in previous.entries} if previous is not None else {}
+        hashes = _digests(placed, held)
+        entries = [
+            SentEntry(item.id, item.revision, hashes[n - 1], n, seq)
+            for n, item in enumerate(placed, start=1)
+        ]
         next_number = len(entries) + 1
     return SentState(
         seq=seq,
@@ -157,6 +168,24 @@ def read_delta(context: str, held: Sequence[ReadItem]) -> tuple[list[ReadItem], 
         raise ContextSyntaxError(f"the kept entries {lines.group('kept')!r} are not all held")
     new = read_context(context, held=held, start=lines.end())
     return [held[number - 1] for number in sorted(kept)] + new, new
+
+
+def _digests(items: Sequence[ContextItem], held: dict[str, SentEntry]) -> list[bytes]:
+    """Each item's digest; a version already sent (same id and revision) is not hashed again."""
+    found = []
+    for item in items:
+        entry = held.get(item.id)
+        is_sent = entry is not None and entry.revision == item.revision
+        found.append(entry.digest if entry is not None and is_sent else digest(item))
+    return found
+
+
+def _refers_to(pieces: Sequence[Piece], kept: set[int], *, own: int) -> bool:
+    """Whether an item's pieces refer to an item that is not kept (nor itself)."""
+    return any(
+        isinstance(piece, Ref) and piece.source != own and piece.source not in kept
+        for piece in pieces
+    )
 
 
 def _renumbered(pieces: Sequence[Piece], at: dict[int, int]) -> list[Piece]:
