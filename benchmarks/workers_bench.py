@@ -12,6 +12,7 @@ that load from other work on the machine falls on both alike; the spread is prin
 from __future__ import annotations
 
 import argparse
+import itertools
 import resource
 import signal
 import statistics
@@ -90,6 +91,8 @@ async def one_run(
         "events_per_s": events / (arrived[-1] - arrived[0]),
         "events_per_s_from_start": events / (arrived[-1] - launched),
         "cpu_ms_per_event": (_children_cpu_s() - cpu) / events * 1000,
+        # Bundles leave as they are built, or in bursts at the end of each fetch batch.
+        "largest_gap_ms": max(b - a for a, b in itertools.pairwise(arrived)) * 1000,
         "exit_code": process.returncode,
     }
 
@@ -113,7 +116,8 @@ async def main_async(conversations: int, pairs: int, workers: int) -> None:
                 print(
                     f"pair {pair + 1}, --workers {count}: {run['events_per_s']:,.0f} events/s once "
                     f"joined, {run['events_per_s_from_start']:,.0f} from start, "
-                    f"{run['cpu_ms_per_event']:.2f} CPU ms/event, {run['bundles']}/{len(ids)} "
+                    f"{run['cpu_ms_per_event']:.2f} CPU ms/event, largest gap between bundles "
+                    f"{run['largest_gap_ms']:,.0f} ms, {run['bundles']}/{len(ids)} "
                     f"bundles, exit {run['exit_code']}",
                     flush=True,
                 )
