@@ -53,7 +53,10 @@ def _describe(message: str, data: bytes) -> InvalidEventError:
     text = repr(value)
     if len(text) > _VALUE_REPR_LIMIT:
         text = text[:_VALUE_REPR_LIMIT] + "..."
-    return InvalidEventError(f"`{shown}`: {reason}, got {text}", path=f"$.{shown}")
+    # A document that is not an object at all is wrong at the root, `$` itself.
+    return InvalidEventError(
+        f"`{shown}`: {reason}, got {text}", path="$" if shown == "$" else f"$.{shown}"
+    )
 
 
 def _lookup(document: object, path: str) -> tuple[str, object]:

@@ -187,13 +187,49 @@ def test_invalid_json_is_reported(data: bytes) -> None:
 )
 def test_truncated_json_after_a_wrong_type_is_an_invalid_event(data: bytes) -> None:
     # msgspec reports the type mismatch before it reaches the truncation.
-    with pytest.raises(InvalidEventError):
+    with pytest.raises(
+        InvalidEventError, match=r"^invalid JSON: Input data was truncated$"
+    ) as info:
         decode_event(data)
+    assert info.value.path == "$"
+    assert isinstance(info.value.__cause__, msgspec.ValidationError)
 
 
-def test_non_object_event_is_reported() -> None:
-    with pytest.raises(InvalidEventError):
+def test_non_object_event_is_reported_at_the_root() -> None:
+    with pytest.raises(InvalidEventError) as info:
         decode_event(b"[1, 2]")
+    assert str(info.value) == "`$`: Expected `object`, got `array`, got [1, 2]"
+    assert info.value.path == "$"
+
+
+def test_missing_field_message_and_path_are_exact() -> None:
+    no_items = _retrieval()
+    del no_items["items"]
+    no_kind = _retrieval()
+    del no_kind["items"][0]["kind"]
+    for document, path in [(no_items, "items"), (no_kind, "items[0].kind")]:
+        with pytest.raises(InvalidEventError) as info:
+            decode_event(_encode(document))
+        assert str(info.value) == f"`{path}` is required but missing"
+        assert info.value.path == f"$.{path}"
+
+
+def test_bad_value_in_a_mapping_names_its_key_and_reads_exactly() -> None:
+    bad = _retrieval(attributes={"language": "go", "size": 5, "n": 6})
+    with pytest.raises(InvalidEventError) as info:
+        decode_event(_encode(bad))
+    assert str(info.value) == '`items[0].attributes["size"]`: Expected `str`, got `int`, got 5'
+    assert info.value.path == '$.items[0].attributes["size"]'
+
+
+@pytest.mark.parametrize(("length", "is_cut"), [(118, False), (119, True)])
+def test_a_long_value_is_cut_past_120_characters(length: int, is_cut: bool) -> None:
+    text = "x" * length
+    with pytest.raises(InvalidEventError) as info:
+        decode_event(_encode(_retrieval(salience=text)))
+    shown = repr(text)[:120] + "..." if is_cut else repr(text)
+    assert len(repr(text)) == length + 2
+    assert str(info.value) == f"`items[0].salience`: Expected `float`, got `str`, got {shown}"
 
 
 def test_invalid_event_error_is_a_stream_ctx_error() -> None:
