@@ -7,6 +7,7 @@ from typing import Any, Literal
 import msgspec
 
 from stream_ctx.core.events import BundleMode, RenderOrder
+from stream_ctx.core.tokenizer import EncodingName
 from stream_ctx.errors import ConfigError
 
 ContextFormat = Literal["lean"]
@@ -26,7 +27,7 @@ class BundleConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     format: ContextFormat = "lean"
     order: RenderOrder = "priority"
     mode: BundleMode = "full"
-    tokenizer: str = "cl100k_base"
+    tokenizer: EncodingName = "cl100k_base"
     # A conversation whose next event comes more than this after its previous one starts afresh.
     conversation_ttl_hours: float | None = 24.0
 

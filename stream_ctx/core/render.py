@@ -8,14 +8,16 @@ Content is escaped only where it could be read as framing: `«` is doubled, and 
 before a `\\*[digits]` that starts a line. An entry depends only on the entries before it, so
 in `stable` order an item that was sent before renders byte-identically in place.
 
-Both forms are lists of segments (cache key, text) joined where cl100k's pre-tokenizer always
-splits (see tokenizer.py), so a context's count is the sum of its segments' cached counts.
+Both forms are lists of segments (cache key, text) joined where the pre-tokenizer (cl100k_base's
+and o200k_base's alike) always splits (see tokenizer.py), so a context's count is the sum of its
+segments' cached counts.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -148,10 +150,14 @@ def _entry(lead: str, rest: str) -> list[Segment]:
 
 def _after_last_word(text: str, start: int) -> int:
     """Just after the last letter or digit of text[start:] (or `start`): no pre-token runs from
-    a letter or digit into the punctuation and white space after the last one."""
+    a letter or digit into the punctuation and white space after the last one (unless a
+    combining mark follows, which o200k_base joins to the letters before it)."""
     for pos in range(len(text) - 1, start - 1, -1):
         if text[pos].isalpha() or text[pos].isnumeric():
-            return pos + 1
+            rest = text[pos + 1 :]
+            if rest.isascii() or not any(unicodedata.category(c)[0] == "M" for c in rest):
+                return pos + 1
+            return start
     return start
 
 

