@@ -109,6 +109,18 @@ def test_unknown_key_is_rejected_by_name() -> None:
         bundle_config_from_table({"max_itemz": 5})
 
 
+@pytest.mark.parametrize("key", ["max_itemz", "Xmax_itemsX", "`odd`"])
+def test_unknown_key_message_is_exact(key: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        bundle_config_from_table({key: 5})
+    assert str(info.value) == f"unknown key `bundle.{key.strip('`')}` in [bundle]"
+
+
+def test_a_preset_that_is_not_a_name_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match=r"`bundle\.preset` must be one of .*, got \['default'\]"):
+        bundle_config_from_table({"preset": ["default"]})
+
+
 def test_wrong_type_names_key_and_value() -> None:
     with pytest.raises(ConfigError, match=re.escape("bundle.max_items")) as info:
         bundle_config_from_table({"max_items": "many"})
