@@ -464,7 +464,9 @@ async def main_async(sizes: Sizes, out: Path, write_docs: bool) -> None:
     if write_docs:
         docs = ROOT / "docs"
         docs.mkdir(exist_ok=True)
-        (docs / "benchmarks.md").write_text(markdown)
+        page = docs / "benchmarks.md"
+        kept = report.kept_sections(page.read_text() if page.exists() else "")
+        page.write_text(markdown + kept)
         report.chart(suite.results, docs / "benchmark.png")
     print()
     print(report.summary(suite.results), flush=True)

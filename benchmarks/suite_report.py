@@ -414,6 +414,21 @@ def _method(r: Results) -> str:
   profiled. Rebalances during measured runs are counted in results.json (`rebalances`)."""
 
 
+# Sections below this line in docs/benchmarks.md come from other benchmarks; a suite run keeps them.
+KEPT_MARKER = "<!-- Sections below are written by other benchmarks; the suite keeps them. -->"
+# Before the marker existed, the first of those sections was the soak.
+_FIRST_KEPT_HEADING = "\n## Soak"
+
+
+def kept_sections(page: str) -> str:
+    """The part of the existing page the suite does not write, from the marker on."""
+    if KEPT_MARKER in page:
+        return "\n" + KEPT_MARKER + page.split(KEPT_MARKER, 1)[1]
+    if _FIRST_KEPT_HEADING in page:
+        return "\n" + KEPT_MARKER + "\n" + page[page.index(_FIRST_KEPT_HEADING) :]
+    return ""
+
+
 def _machine_table(m: dict[str, Any]) -> str:
     return _table(
         ["", ""],
