@@ -78,12 +78,12 @@ def render_naive(items: Sequence[ContextItem]) -> list[Segment]:
         lead = f"[{number}]"
         segments.append((lead, lead))
         attributes = tuple(item.attributes.items())
-        segments += _naive_rest(item.id, item.kind, attributes, tuple(item.tags), item.content)
+        segments += naive_entry(item.id, item.kind, attributes, tuple(item.tags), item.content)
     return segments
 
 
 @lru_cache(maxsize=1 << 13)
-def _naive_rest(
+def naive_entry(
     item_id: str,
     kind: str,
     attributes: tuple[tuple[str, str], ...],
@@ -249,13 +249,13 @@ class _HeaderParts:
 
 
 def _parts_of(item: ContextItem) -> _HeaderParts:
-    return _header_parts(
+    return header_parts(
         stem_of(item.id), item.kind, tuple(item.attributes.items()), tuple(item.tags)
     )
 
 
 @lru_cache(maxsize=1 << 13)
-def _header_parts(
+def header_parts(
     stem: str | None,
     kind: str,
     attributes: tuple[tuple[str, str], ...],

@@ -63,6 +63,8 @@ class TiktokenTokenizer:
             raise ConfigError(f"bundle.tokenizer must be one of {list(ENCODINGS)}, got {name!r}")
         self.name = name
         self._cache: dict[Hashable, int] = {}
+        # count_segment calls, and those that had to count (the rest were cache hits).
+        self.lookups = self.misses = 0
 
     @cached_property
     def _encoding(self) -> tiktoken.Encoding:
@@ -77,10 +79,21 @@ class TiktokenTokenizer:
         tokens: list[int] = self._encoding.encode_ordinary(text)
         return tokens
 
+    @property
+    def cached(self) -> int:
+        """Segment counts held in the cache (at most `cache_limit`)."""
+        return len(self._cache)
+
+    @property
+    def cache_limit(self) -> int:
+        return _CACHE_LIMIT
+
     def count_segment(self, key: Hashable, text: str) -> int:
         """Count one rendered segment, cached under `key` (a hash of its text)."""
+        self.lookups += 1
         cached = self._cache.get(key)
         if cached is None:
+            self.misses += 1
             if len(self._cache) >= _CACHE_LIMIT:
                 del self._cache[next(iter(self._cache))]
             cached = self._cache[key] = self.count(text)
@@ -126,6 +139,11 @@ def ordinary_ranks(name: str) -> dict[bytes, int]:
     first_special = min(fast.encode_single_token(t) for t in fast.special_tokens_set)
     values = fast.token_byte_values()[:first_special]
     return {value: rank for rank, value in enumerate(values) if value}
+
+
+def shared_tokenizers() -> dict[str, TiktokenTokenizer]:
+    """The process-wide tokenizers made so far, by encoding name."""
+    return dict(_shared)
 
 
 _shared: dict[str, TiktokenTokenizer] = {}

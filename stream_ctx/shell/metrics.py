@@ -12,6 +12,10 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from stream_ctx.core.caches import cache_figures
 
 # Finalize-to-publish is milliseconds when caught up and seconds under backlog.
 _LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
@@ -103,6 +107,7 @@ class Metrics:
         )
         for outcome in _ITEM_OUTCOMES:
             self._items.labels(outcome)  # so rates start from an explicit zero
+        reg.register(_CacheCollector())
 
     def events_consumed(self, topic: str, count: int = 1) -> None:
         """`count` records of `topic` were read (call once per partition per batch)."""
@@ -158,6 +163,33 @@ class Metrics:
     def render(self) -> bytes:
         """The Prometheus text exposition of every metric."""
         return generate_latest(self.registry)
+
+
+class _CacheCollector(Collector):
+    """The core's process-wide caches, read when scraped: lookups by result, and entries."""
+
+    def collect(self) -> Iterable[Metric]:
+        lookups = CounterMetricFamily(
+            "stream_ctx_cache_lookups",
+            "Lookups in the core's process-wide caches, by cache and result (hit or miss).",
+            labels=["cache", "result"],
+        )
+        entries = GaugeMetricFamily(
+            "stream_ctx_cache_entries",
+            "Entries held in each of the core's process-wide caches.",
+            labels=["cache"],
+        )
+        limits = GaugeMetricFamily(
+            "stream_ctx_cache_limit_entries",
+            "The bound on each cache's entries (the oldest or least recent go beyond it).",
+            labels=["cache"],
+        )
+        for figures in cache_figures():
+            lookups.add_metric([figures.name, "hit"], figures.hits)
+            lookups.add_metric([figures.name, "miss"], figures.misses)
+            entries.add_metric([figures.name], figures.entries)
+            limits.add_metric([figures.name], figures.limit)
+        yield from (lookups, entries, limits)
 
 
 class Health:

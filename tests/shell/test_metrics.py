@@ -17,7 +17,7 @@ from stream_ctx.core.events import Event
 from stream_ctx.core.processor import ContextProcessor
 from stream_ctx.shell.metrics import Health, Metrics
 from stream_ctx.shell.web import http_app, run_http_server
-from tests.factories import make_end, make_item, make_retrieval
+from tests.factories import make_end, make_finalize, make_item, make_retrieval
 
 # Generous: every step is local and takes milliseconds.
 _TEST_TIMEOUT_S = 10.0
@@ -156,6 +156,9 @@ def test_every_metric_is_prefixed_and_documented() -> None:
         "stream_ctx_restore_duration_seconds": "histogram",
         "stream_ctx_restored_conversations": "counter",
         "stream_ctx_consumer_lag_records": "gauge",
+        "stream_ctx_cache_lookups": "counter",
+        "stream_ctx_cache_entries": "gauge",
+        "stream_ctx_cache_limit_entries": "gauge",
     }
     assert all(family.documentation for family in families.values())
 
@@ -306,3 +309,42 @@ async def test_a_standard_http_client_reads_metrics_and_probe_statuses() -> None
             assert "stream_ctx_bundles_published_total 1.0" in text
             assert await anyio.to_thread.run_sync(fetch, f"{base}/readyz") == (503, "not ready\n")
             assert await anyio.to_thread.run_sync(fetch, f"{base}/healthz") == (200, "ok\n")
+
+
+def _cache_samples(metrics: Metrics) -> Samples:
+    families = text_string_to_metric_families(metrics.render().decode())
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in families
+        if family.name.startswith("stream_ctx_cache")
+        for sample in family.samples
+    }
+
+
+def test_a_chunk_two_conversations_retrieve_is_counted_once_per_process() -> None:
+    metrics = Metrics()
+    processor = ContextProcessor(BundleConfig(min_salience_threshold=0.0))
+    counts = ("stream_ctx_cache_lookups_total", "token_counts_cl100k_base")
+
+    def finalize(conversation: str, position: int) -> Samples:
+        # A fresh text per test run: the process-wide cache may hold earlier tests' chunks.
+        item = make_item(id="runbook:1", content=f"The shared runbook passage {id(metrics)}.")
+        processor.apply(
+            make_retrieval(conversation_id=conversation, items=[item]), position=position
+        )
+        processor.apply(make_finalize(conversation_id=conversation), position=position + 1)
+        return _cache_samples(metrics)
+
+    def lookups(samples: Samples, result: str) -> float:
+        labels = frozenset({("cache", counts[1]), ("result", result)})
+        return samples[(counts[0], labels)]
+
+    before = _cache_samples(metrics)
+    first = finalize("c-a", 1)
+    second = finalize("c-b", 1)
+    assert lookups(first, "miss") > lookups(before, "miss")  # the first bundle counts its text
+    assert lookups(second, "miss") == lookups(first, "miss")  # the second counts nothing anew
+    assert lookups(second, "hit") > lookups(first, "hit")
+    entries = ("stream_ctx_cache_entries", frozenset({("cache", counts[1])}))
+    limit = ("stream_ctx_cache_limit_entries", frozenset({("cache", counts[1])}))
+    assert 0 < second[entries] <= second[limit]
