@@ -239,6 +239,22 @@ def test_accumulator_counters_over_a_mixed_sequence() -> None:
     assert set(acc.items) == {"c", "d"}
 
 
+def test_accumulator_each_outcome_names_its_item_status_and_reason() -> None:
+    acc = _window(max_items=1, min_salience_threshold=0.3)
+    results = [
+        acc.add(make_item(id="a", salience=0.5, created_at=T0), now_ms=T0),
+        acc.add(make_item(id="a", salience=0.6, created_at=T0), now_ms=T0),
+        acc.add(make_item(id="b", salience=0.1), now_ms=T0),
+        acc.add(make_item(id="c", salience=0.4, created_at=T0 - 100 * DAY_MS), now_ms=T0),
+    ]
+    assert [(r.item_id, r.status, r.is_accepted, r.reason) for r in results] == [
+        ("a", "accepted", True, None),
+        ("a", "merged", True, None),
+        ("b", "rejected", False, "salience 0.1 is below min_salience_threshold 0.3"),
+        ("c", "rejected", False, "window is full (1 items) and this item ranks lowest"),
+    ]
+
+
 def test_accumulator_ranked_is_best_first_at_given_time() -> None:
     acc = _window(max_items=5, recency_half_life_days=1.0, min_salience_threshold=0.1)
     acc.add(make_item(id="old", salience=1.0, created_at=T0 - 10 * DAY_MS), now_ms=T0)
