@@ -170,9 +170,10 @@ def _body(pieces: Sequence[Piece], earlier: Sequence[ContextItem], numbers: Sequ
             is_line_start = False
             continue
         text = piece.replace("«", "««")
-        text = _LINE_START_LOOKALIKE.sub("\\\\", text)
-        if is_line_start and _AT_START_LOOKALIKE.match(text):
-            text = "\\" + text
+        if "§" in text:  # only a `§` can start a look-alike of an entry's lead
+            text = _LINE_START_LOOKALIKE.sub("\\\\", text)
+            if is_line_start and _AT_START_LOOKALIKE.match(text):
+                text = "\\" + text
         out.append(text)
         is_line_start = text.endswith("\n")
     return "".join(out)
