@@ -110,13 +110,12 @@ def _spans(contents: list[str], parsed: Sequence[Sequence[Piece]]) -> list[list[
 def _copied(source: list[Span], ends: list[int], start: int, length: int, at: int) -> list[Span]:
     """The source's spans (which tile it; `ends` their ends) over [start, start + length),
     clipped, moved to begin at `at`."""
-    stop = start + length
-    copied = []
-    for a, b in source[bisect_right(ends, start) :]:
-        if a >= stop:
-            break
-        copied.append((at + max(a, start) - start, at + min(b, stop) - start))
-    return copied
+    stop, shift = start + length, at - start
+    first, last = bisect_right(ends, start), bisect_left(ends, stop)
+    if first == last:
+        return [(at, at + length)]
+    inner = [(a + shift, b + shift) for a, b in source[first + 1 : last]]
+    return [(at, ends[first] + shift), *inner, (source[last][0] + shift, stop + shift)]
 
 
 def _merge_single_use(pieces: list[str], uses: Counter[str]) -> list[str]:
