@@ -3,13 +3,20 @@ packed contexts a batch writes and tombstones."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from stream_ctx.core.accumulator import WindowCounters
 from stream_ctx.core.config import BundleConfig
-from stream_ctx.core.processor import ContextProcessor, ConversationState
+from stream_ctx.core.processor import (
+    _DORMANT_LOADS_PER_SWEEP,
+    ContextProcessor,
+    ConversationState,
+    Restored,
+)
 from stream_ctx.errors import ConversationReleasedError
-from tests.factories import HOUR_MS, T0, make_finalize, make_item, make_retrieval
+from tests.factories import HOUR_MS, T0, make_end, make_finalize, make_item, make_retrieval
 
 
 def _ended_at(position: int) -> ConversationState:
@@ -83,3 +90,64 @@ def test_a_batch_writes_only_its_last_context_and_tombstones_the_one_before_it()
     processor.apply(make_finalize(), position=4)
     (change,) = processor.take_changes()
     assert (set(change.contexts_put), change.contexts_dropped) == ({3}, {2})
+
+
+def test_without_a_ttl_nothing_is_released() -> None:
+    processor = ContextProcessor(BundleConfig(conversation_ttl_hours=None))
+    processor.apply(make_retrieval(), position=1)
+    processor.apply(make_retrieval(conversation_id="c-2", ts=T0 + 1_000 * HOUR_MS), position=2)
+    assert processor.release_idle() == 0
+    assert set(processor.conversations) == {"c-1", "c-2"}
+
+
+def test_a_conversation_idle_exactly_the_ttl_is_kept_and_one_ms_more_is_released() -> None:
+    processor = ContextProcessor(BundleConfig(conversation_ttl_hours=1.0))
+    processor.apply(make_retrieval(), position=1)
+    processor.apply(make_retrieval(conversation_id="c-2", ts=T0 + HOUR_MS), position=2)
+    assert processor.release_idle() == 0
+    processor.apply(make_retrieval(conversation_id="c-2", ts=T0 + HOUR_MS + 1), position=3)
+    assert processor.release_idle() == 1
+    assert set(processor.conversations) == {"c-2"}
+
+
+def test_one_sweep_loads_a_bounded_number_of_dormant_conversations() -> None:
+    processor = ContextProcessor(BundleConfig(conversation_ttl_hours=1.0))
+    loaded: list[str] = []
+    state = ConversationState(counters=WindowCounters(), last_ts=T0, position=0)
+
+    def loader(cid: str) -> Callable[[], Restored]:
+        def load() -> Restored:
+            loaded.append(cid)
+            return state, [], None
+
+        return load
+
+    count = _DORMANT_LOADS_PER_SWEEP + 1
+    for n in range(count):
+        processor.restore_lazily(f"c-{n}", loader(f"c-{n}"))
+    assert processor.release_idle() == 0
+    assert loaded == [f"c-{n}" for n in range(_DORMANT_LOADS_PER_SWEEP)]
+    assert set(processor.conversations) == set(loaded)
+    assert processor.held == count
+
+
+@pytest.mark.parametrize("is_finalized", [False, True])
+@pytest.mark.parametrize("is_released", [False, True])
+def test_an_end_tombstones_the_items_and_the_kept_context(
+    is_finalized: bool, is_released: bool
+) -> None:
+    processor = ContextProcessor(BundleConfig(conversation_ttl_hours=1.0), is_tracking_changes=True)
+    processor.apply(make_retrieval(items=[make_item(id="a"), make_item(id="b")]), position=7)
+    if is_finalized:
+        processor.apply(make_finalize(), position=8)
+    processor.take_changes()
+    if is_released:
+        processor.apply(make_retrieval(conversation_id="c-2", ts=T0 + 2 * HOUR_MS), position=9)
+        processor.take_changes()
+        assert processor.release_idle() == 1
+    processor.apply(make_end(ts=T0 + 3 * HOUR_MS), position=10)
+    changes = {change.conversation_id: change for change in processor.take_changes()}
+    change = changes["c-1"]
+    assert change.dropped == {("a", 7), ("b", 7)}
+    assert change.contexts_dropped == ({1} if is_finalized else set())
+    assert (change.state.is_ended, change.state.position) == (True, 10)
