@@ -173,7 +173,7 @@ async def run_runner(spec: dict[str, Any]) -> dict[str, Any]:
                     "parse_repeats": ("stream_ctx/core/repeats.py", "parse_repeats"),
                     "render_lean": ("stream_ctx/core/render.py", "render_lean"),
                     "render_naive": ("stream_ctx/core/render.py", "render_naive"),
-                    "TiktokenTokenizer.encode": ("stream_ctx/core/tokenizer.py", "encode"),
+                    "tokenizer encode": ("stream_ctx/core/tokenizer.py", "encode"),
                     "decode_event": ("stream_ctx/core/codec.py", "decode_event"),
                     "encode_bundle": ("stream_ctx/core/codec.py", "encode_bundle"),
                     "BundleAccumulator.add": ("stream_ctx/core/accumulator.py", "add"),

@@ -291,6 +291,18 @@ def profile_table(r: Results) -> str:
     return _table(["stage", "CPU s", "share"], rows)
 
 
+def cumulative_table(r: Results) -> str:
+    """Named functions with the profiled CPU spent in them and below them."""
+    prof = r["profile"]
+    total = prof["total_s"] or 1.0
+    rows = [
+        [f"`{name}`", f"{seconds:.2f}", f"{seconds / total:.1%}"]
+        for name, seconds in sorted(prof["cumulative_s"].items(), key=lambda kv: -kv[1])
+        if seconds > 0
+    ]
+    return _table(["function (with its callees)", "CPU s", "share"], rows)
+
+
 def top_table(r: Results) -> str:
     rows = [
         [f"`{f['function']}`", f"{f['self_s']:.2f}", f"{f['cumulative_s']:.2f}", f"{f['calls']:,}"]
@@ -377,6 +389,8 @@ def markdown(r: Results) -> str:
         "their caller's stage). The profiler slows Python-heavy code more than C code, so shares "
         f"are indicative. Largest: {_largest(r)}.",
         profile_table(r),
+        "Time inside named functions, callees included (so the rows overlap):",
+        cumulative_table(r),
         "Functions with the most self time (the whole profile is `bench-results/runner.pstats`: "
         "`python -m pstats bench-results/runner.pstats`):",
         top_table(r),
