@@ -151,3 +151,42 @@ def test_an_end_tombstones_the_items_and_the_kept_context(
     assert change.dropped == {("a", 7), ("b", 7)}
     assert change.contexts_dropped == ({1} if is_finalized else set())
     assert (change.state.is_ended, change.state.position) == (True, 10)
+
+
+def test_forget_drops_every_trace_of_the_conversations_it_names() -> None:
+    processor = ContextProcessor(BundleConfig(conversation_ttl_hours=1.0), is_tracking_changes=True)
+    processor.apply(make_retrieval(conversation_id="released"), position=1)
+    processor.apply(make_end(conversation_id="ended"), position=2)
+    processor.apply(make_retrieval(conversation_id="kept", ts=T0 + 2 * HOUR_MS), position=3)
+    processor.take_changes()
+    assert processor.release_idle() == 1
+    state = ConversationState(counters=WindowCounters(seq=4), last_ts=T0, position=0)
+    processor.restore_lazily("dormant", lambda: (state, [], None))
+    # Touched in this batch: its change is pending.
+    processor.apply(make_retrieval(conversation_id="held", ts=T0 + 2 * HOUR_MS), position=4)
+    processor.forget(["dormant", "released", "ended", "held"])
+    assert set(processor.conversations) == {"kept"}
+    assert processor.held == 1
+    assert processor.take_changes() == []
+    # Known to no one now: an event starts the conversation afresh, even at an old position, and
+    # a late one for the released conversation is no longer refused.
+    for cid, position, ts in [("dormant", 0, T0), ("released", 1, T0 + 1), ("ended", 2, T0)]:
+        processor.apply(make_retrieval(conversation_id=cid, ts=ts), position=position)
+        bundle = processor.apply(make_finalize(conversation_id=cid, ts=ts), position=position + 10)
+        assert bundle is not None
+        assert ([item.id for item in bundle.items], bundle.seq) == (["it-1"], 1)
+
+
+def test_item_outcomes_are_counted_and_reset_when_taken() -> None:
+    processor = ContextProcessor(BundleConfig(max_items=1, min_salience_threshold=0.3))
+    offered = [
+        make_item(id="a", salience=0.5),
+        make_item(id="a", salience=0.6),
+        make_item(id="low", salience=0.1),
+        make_item(id="b", salience=0.9),
+    ]
+    processor.apply(make_retrieval(items=offered), position=1)
+    outcomes = processor.take_item_outcomes()
+    assert (outcomes.accepted, outcomes.rejected, outcomes.evicted) == (3, 1, 1)
+    after = processor.take_item_outcomes()
+    assert (after.accepted, after.rejected, after.evicted) == (0, 0, 0)
