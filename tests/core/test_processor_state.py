@@ -150,7 +150,8 @@ def test_an_end_tombstones_the_items_and_the_kept_context(
     change = changes["c-1"]
     assert change.dropped == {("a", 7), ("b", 7)}
     assert change.contexts_dropped == ({1} if is_finalized else set())
-    assert (change.state.is_ended, change.state.position) == (True, 10)
+    assert (change.state.is_ended, change.state.position, change.state.last_ts) == (True, 10, T0)
+    assert change.state.counters == WindowCounters()
 
 
 def test_forget_drops_every_trace_of_the_conversations_it_names() -> None:
