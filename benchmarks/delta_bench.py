@@ -41,6 +41,7 @@ class Checked:
     sent: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     full: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     turns: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    first: dict[str, int] = field(default_factory=dict)
     deltas: int = 0
     fallbacks: int = 0
     rebuilt_equal: int = 0
@@ -84,6 +85,7 @@ def checked_run(events: list[Event], config: BundleConfig) -> Checked:
         result.sent[cid] += bundle.stats.tokens_bundle
         result.full[cid] += expected.stats.tokens_bundle
         result.turns[cid] += 1
+        result.first.setdefault(cid, bundle.stats.tokens_bundle)
     return result
 
 
@@ -129,28 +131,25 @@ def child(mode: str, corpus: str, conversations: int, max_items: int) -> None:
 
 
 def distribution(result: Checked) -> list[str]:
-    """Markdown rows: per conversation length, the delta/full ratio of tokens sent."""
-    by_turns: dict[int, list[str]] = defaultdict(list)
+    """Markdown rows: per conversation length, the delta/full ratio of tokens sent, and the
+    share of the full total that the first (always full) bundle takes, a floor for the ratio."""
+    by_turns: dict[str, list[str]] = defaultdict(list)
     for cid, turns in result.turns.items():
-        by_turns[turns].append(cid)
+        by_turns[str(turns)].append(cid)
     rows = []
-    for turns in sorted(by_turns):
-        cids = by_turns[turns]
+    for turns, cids in [
+        *sorted(by_turns.items(), key=lambda kv: int(kv[0])),
+        ("all", [*result.turns]),
+    ]:
         ratios = sorted(result.sent[c] / result.full[c] for c in cids)
+        floors = sorted(result.first[c] / result.full[c] for c in cids)
         full, sent = sum(result.full[c] for c in cids), sum(result.sent[c] for c in cids)
         within = sum(r <= TARGET for r in ratios)
         rows.append(
             f"| {turns} | {len(cids)} | {full:,} | {sent:,} | **{sent / full:.3f}** "
             f"| {ratios[0]:.3f} | {statistics.median(ratios):.3f} | {ratios[-1]:.3f} "
-            f"| {within}/{len(cids)} |"
+            f"| {within}/{len(cids)} | {statistics.median(floors):.3f} / {floors[-1]:.3f} |"
         )
-    ratios = sorted(result.sent[c] / result.full[c] for c in result.turns)
-    full, sent = sum(result.full.values()), sum(result.sent.values())
-    within = sum(r <= TARGET for r in ratios)
-    rows.append(
-        f"| all | {len(ratios)} | {full:,} | {sent:,} | **{sent / full:.3f}** | {ratios[0]:.3f} "
-        f"| {statistics.median(ratios):.3f} | {ratios[-1]:.3f} | {within}/{len(ratios)} |"
-    )
     return rows
 
 
@@ -172,8 +171,8 @@ def corpus_report(corpus: str, conversations: int, max_items: int, rounds: int) 
             f" read back as the full context's items {result.read_equal}/{bundles}.",
             "",
             "| turns | conversations | tokens full | tokens delta | delta / full | min "
-            "| median | max | conversations <= 0.35 |",
-            "|---|---|---|---|---|---|---|---|---|",
+            "| median | max | conversations <= 0.35 | 1st bundle / full: median / max |",
+            "|---|---|---|---|---|---|---|---|---|---|",
             *distribution(result),
         ]
     full_s, delta_s = [], []
