@@ -23,7 +23,7 @@ from stream_ctx.core.accumulator import ContextItem
 from stream_ctx.core.assembler import Assembly
 from stream_ctx.core.reader import ContextSyntaxError, ReadItem, read_context
 from stream_ctx.core.render import Segment, render_lean
-from stream_ctx.core.repeats import Piece, Ref, parse_repeats
+from stream_ctx.core.repeats import Piece, Ref
 from stream_ctx.core.tokenizer import Tokenizer
 
 KEPT_LEAD = "Still applies: "
@@ -71,13 +71,11 @@ class Delta:
 
 def digest(item: ContextItem) -> bytes:
     """What an entry states (id, kind, attributes, tags, content), hashed."""
-    h = hashlib.blake2b(digest_size=_DIGEST_BYTES)
     attributes = [part for pair in item.attributes.items() for part in pair]
-    for part in (item.id, item.kind, str(len(attributes)), *attributes, *item.tags, item.content):
-        raw = part.encode("utf-8", "surrogatepass")
-        h.update(len(raw).to_bytes(8, "little"))
-        h.update(raw)
-    return h.digest()
+    parts = (item.id, item.kind, str(len(attributes)), *attributes, *item.tags, item.content)
+    # Each part after its length: no two different items frame to the same text.
+    framed = "".join(f"{len(part)}:{part}" for part in parts).encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(framed, digest_size=_DIGEST_BYTES).digest()
 
 
 def plan_delta(
@@ -103,13 +101,10 @@ def plan_delta(
     at = {n: position for position, n in enumerate(order)}
     numbers = [entry.number for entry in kept_entries]
     numbers += range(previous.next_number, previous.next_number + len(new))
+    # The full context's repeats: a new item placed there before a kept one it shares text with
+    # writes that text out (parsing again in the delta's order would cost a second suffix array).
     parsed: list[list[Piece]] = [[] for _ in kept]
-    if any(_refers_to(assembly.parsed[n], is_kept, own=n) for n in kept):
-        # A new item placed before a kept one holds text the kept one shares: parsed in the
-        # delta's order, the new item refers to the kept one instead of writing it again.
-        parsed += parse_repeats([placed[n].content for n in order])[len(kept) :]
-    else:
-        parsed += [_renumbered(assembly.parsed[n], at) for n in new]
+    parsed += [_renumbered(assembly.parsed[n], at) for n in new]
     kept_ids = {entry.id for entry in kept_entries}
     dropped = [entry.number for entry in previous.entries if entry.id not in kept_ids]
     segments: list[Segment] = [(line, line) for line in _lines(kept_entries, dropped)]
@@ -178,14 +173,6 @@ def _digests(items: Sequence[ContextItem], held: dict[str, SentEntry]) -> list[b
         is_sent = entry is not None and entry.revision == item.revision
         found.append(entry.digest if entry is not None and is_sent else digest(item))
     return found
-
-
-def _refers_to(pieces: Sequence[Piece], kept: set[int], *, own: int) -> bool:
-    """Whether an item's pieces refer to an item that is not kept (nor itself)."""
-    return any(
-        isinstance(piece, Ref) and piece.source != own and piece.source not in kept
-        for piece in pieces
-    )
 
 
 def _renumbered(pieces: Sequence[Piece], at: dict[int, int]) -> list[Piece]:
