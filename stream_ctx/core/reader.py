@@ -35,9 +35,7 @@ class ReadItem:
     base: int | None = None
 
 
-def read_context(
-    context: str, *, held: Sequence[ReadItem] = (), start: int = 0
-) -> list[ReadItem]:
+def read_context(context: str, *, held: Sequence[ReadItem] = (), start: int = 0) -> list[ReadItem]:
     """Every item of a lean context, content rebuilt exactly, references resolved; with `held`,
     the entries a delta's history holds (numbered 1..), the entries from `start` on number after
     them and may refer to them."""
