@@ -1,7 +1,8 @@
 """Context size on real text: the naive baseline, pasted items, and the lean format in each order,
 side by side in one run; prefix reuse per order; repeats left in any context. Asserts nothing.
 
-    python benchmarks/context_bench.py [--corpus numpy|stdlib ...] [--write PATH]
+    python benchmarks/context_bench.py [--corpus numpy|stdlib ...] [--tokenizer o200k_base]
+        [--write PATH]
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from repeat_check import IDENTIFIER_PARTS, repeated_stretches
 
 from stream_ctx import BundleConfig, ContextProcessor, get_tokenizer
 from stream_ctx.core.events import RenderOrder
+from stream_ctx.core.tokenizer import ENCODINGS, EncodingName
 from stream_ctx.realtext import workload
 
 ORDERS: tuple[RenderOrder, ...] = ("priority", "stable", "edges")
@@ -36,10 +38,11 @@ class OrderResult:
     finalize_ms: list[float] = field(default_factory=list)
 
 
-def run(events: list, order: RenderOrder, *, max_items: int) -> OrderResult:
+def run(events: list, order: RenderOrder, *, max_items: int, encoding: EncodingName) -> OrderResult:
     """Replay the workload in one order and sum what its bundles cost."""
-    tokenizer = get_tokenizer()
-    processor = ContextProcessor(BundleConfig(max_items=max_items, order=order))
+    tokenizer = get_tokenizer(encoding)
+    config = BundleConfig(max_items=max_items, order=order, tokenizer=encoding)
+    processor = ContextProcessor(config)
     result = OrderResult()
     seen: set[str] = set()
     for event in events:
@@ -66,19 +69,19 @@ def run(events: list, order: RenderOrder, *, max_items: int) -> OrderResult:
     return result
 
 
-def table(corpus: str, conversations: int, max_items: int) -> list[str]:
+def table(corpus: str, conversations: int, max_items: int, encoding: EncodingName) -> list[str]:
     """The markdown lines of one corpus's run: every order side by side."""
     events = workload(corpus, conversations=conversations)
     lines = [
         f"corpus `{corpus}`: {conversations} conversations, {len(events)} events, "
-        f"max_items {max_items}, tokenizer cl100k_base",
+        f"max_items {max_items}, tokenizer {encoding}",
         "",
         "| order | bundles | naive | pasted | lean | lean/naive | pasted/naive "
         "| prefix share after 1st | repeats left (strict) | finalize p50 ms |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for order in ORDERS:
-        r = run(events, order, max_items=max_items)
+        r = run(events, order, max_items=max_items, encoding=encoding)
         share = r.later_reused / r.later_tokens if r.later_tokens else 0.0
         lines.append(
             f"| {order} | {r.bundles:,} | {r.tokens_naive:,} | {r.tokens_pasted:,} "
@@ -94,11 +97,12 @@ def main() -> None:
     parser.add_argument("--corpus", choices=["numpy", "stdlib"], action="append")
     parser.add_argument("--conversations", type=int, default=150)
     parser.add_argument("--max-items", type=int, default=10)
+    parser.add_argument("--tokenizer", choices=ENCODINGS, default="cl100k_base")
     parser.add_argument("--write", metavar="PATH", help="also write the tables as markdown here")
     args = parser.parse_args()
     lines = [HEADER]
     for corpus in args.corpus or ["numpy", "stdlib"]:
-        lines += ["", *table(corpus, args.conversations, args.max_items)]
+        lines += ["", *table(corpus, args.conversations, args.max_items, args.tokenizer)]
         print("\n".join(lines[-len(ORDERS) - 4 :]), flush=True)
     if args.write:
         Path(args.write).write_text("\n".join(lines) + "\n" + FOOTER)
