@@ -72,6 +72,14 @@ def test_get_tokenizer_is_shared_and_fast() -> None:
     assert isinstance(get_tokenizer(), BpeTokenizer)
 
 
+def test_a_fresh_fast_counter_defaults_to_cl100k_and_counts_like_tiktoken() -> None:
+    # Built here, not taken from get_tokenizer(): the shared one was built before any test ran.
+    fast = BpeTokenizer()
+    text = "a fresh counter, built in this test: ids equal tiktoken's"
+    assert fast.name == "cl100k_base"
+    assert fast.encode(text) == TiktokenTokenizer().encode(text)
+
+
 @st.composite
 def rendered_segments(draw: st.DrawFn) -> list[str]:
     """Segments exactly as render_lean() and render_naive() emit them, over hostile text."""
