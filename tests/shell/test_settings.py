@@ -37,7 +37,10 @@ def _toml(tmp_path: Path, text: str) -> Path:
         ("[metrics]\nport = 99999", "`metrics.port` must be an integer in [0, 65535], got 99999"),
         ("[metrics]\nport = '9464'", "`metrics.port` must be an integer in [0, 65535], got '9464'"),
         ("[bundle]\nmax_items = '50'", "`bundle.max_items` must be an integer, got '50'"),
-        ("[bundle]\ntokenizer = 'o2'", "`bundle.tokenizer` must be one of 'cl100k_base', 'o200k_base', got 'o2'"),
+        (
+            "[bundle]\ntokenizer = 'o2'",
+            "`bundle.tokenizer` must be one of 'cl100k_base', 'o200k_base', got 'o2'",
+        ),
         ("[kafka]\ngroupid = 'x'", "unknown key `kafka.groupid`; did you mean kafka.group_id?"),
         ("[kafak]\ngroup_id = 'x'", "unknown config table [kafak]; did you mean kafka?"),
     ],
