@@ -191,3 +191,17 @@ def test_item_outcomes_are_counted_and_reset_when_taken() -> None:
     assert (outcomes.accepted, outcomes.rejected, outcomes.evicted) == (3, 1, 1)
     after = processor.take_item_outcomes()
     assert (after.accepted, after.rejected, after.evicted) == (0, 0, 0)
+
+
+def test_two_ends_in_one_batch_tombstone_each_conversation_under_its_own_id() -> None:
+    processor = ContextProcessor(BundleConfig(), is_tracking_changes=True)
+    processor.apply(make_retrieval(items=[make_item(id="a")]), position=1)
+    processor.apply(make_retrieval(conversation_id="c-2", items=[make_item(id="b")]), position=2)
+    processor.take_changes()
+    processor.apply(make_end(), position=3)
+    processor.apply(make_end(conversation_id="c-2"), position=4)
+    changes = {change.conversation_id: change for change in processor.take_changes()}
+    assert {cid: change.dropped for cid, change in changes.items()} == {
+        "c-1": {("a", 1)},
+        "c-2": {("b", 2)},
+    }
