@@ -310,7 +310,7 @@ class Suite:
             f"  {memory['bytes_per_conversation']:,.0f} B per conversation holding "
             f"{memory['content_bytes_per_conversation']:,.0f} B of content; process-wide caches:"
             f" +{memory['token_cache_bytes_per_conversation']:,.0f} B token counts, "
-            f"+{memory['anchor_cache_bytes_per_conversation'] or 0:,.0f} B anchors"
+            f"+{memory['memo_cache_bytes_per_conversation']:,.0f} B memo tables"
         )
 
     async def held(self) -> None:

@@ -15,7 +15,7 @@ import msgspec
 import suite_load as load
 
 from stream_ctx import BundleConfig, ContextProcessor, TiktokenTokenizer, decode_event
-from stream_ctx.core import dag
+from stream_ctx.core.caches import MEMOS
 from stream_ctx.core.events import Event, Finalize, Retrieval
 from stream_ctx.core.tokenizer import get_tokenizer
 
@@ -93,12 +93,16 @@ def held_memory(*, conversations: int, seed: int) -> dict[str, Any]:
     """Bytes a ContextProcessor keeps per open conversation (tracemalloc), against its content.
 
     Events are decoded inside the traced region, as the runner decodes records, and dropped;
-    what remains is the processor's. Two caches are process-wide and bounded, shared by all
-    conversations: the segment-count cache (measured by swapping the processor's own tokenizer
-    for the shared one) and dag.py's anchor cache; both are reported apart.
+    what remains is the processor's. The core's caches are process-wide and bounded, shared by
+    all conversations: the segment-count cache (measured by swapping the processor's own
+    tokenizer for the shared one) and the memo tables (core/caches.py, measured by clearing
+    them); both are reported apart.
     """
     raw = [msgspec.json.encode(e) for e in load.standard(conversations, seed, is_ending=False)]
     shared, tokenizer = get_tokenizer(), TiktokenTokenizer()
+    tokenizer.count("its encoding loads lazily: before tracing")
+    for memo in MEMOS.values():
+        memo.cache_clear()
     gc.collect()
     tracemalloc.start()
     try:
@@ -115,14 +119,10 @@ def held_memory(*, conversations: int, seed: int) -> dict[str, Any]:
         processor.tokenizer = shared
         del tokenizer
         gc.collect()
-        with_anchors = tracemalloc.get_traced_memory()[0] - before
-        # dag.py memoises anchor positions of recent texts in a process-wide cache bounded at a
-        # fixed number of texts; benchmark-only access to it, to tell it from per-conversation
-        # memory (left in, and reported as None, if the cache is ever renamed).
-        anchors = getattr(dag, "_anchor_cache", None)
-        if isinstance(anchors, dict):
-            anchors.clear()
-            gc.collect()
+        with_memos = tracemalloc.get_traced_memory()[0] - before
+        for memo in MEMOS.values():
+            memo.cache_clear()
+        gc.collect()
         held = tracemalloc.get_traced_memory()[0] - before
         sites = tracemalloc.take_snapshot().statistics("lineno")[:_SITES]
     finally:
@@ -136,12 +136,10 @@ def held_memory(*, conversations: int, seed: int) -> dict[str, Any]:
         "items_per_conversation": sum(len(items) for items in windows) / count,
         "bytes_per_conversation": per_conv,
         "content_bytes_per_conversation": per_content,
-        "token_cache_bytes_per_conversation": (total - with_anchors) / count,
+        "token_cache_bytes_per_conversation": (total - with_memos) / count,
         "token_cache_entries_per_conversation": entries / count,
-        "token_cache_bytes_per_entry": (total - with_anchors) / entries if entries else None,
-        "anchor_cache_bytes_per_conversation": (
-            (with_anchors - held) / count if isinstance(anchors, dict) else None
-        ),
+        "token_cache_bytes_per_entry": (total - with_memos) / entries if entries else None,
+        "memo_cache_bytes_per_conversation": (with_memos - held) / count,
         "limit_bytes": 1.5 * per_content + 4096,
         "ratio_to_content": per_conv / per_content,
         "top_allocation_sites": [

@@ -528,15 +528,10 @@ def _restore_table(r: Results) -> str:
 
 def _memory_text(r: Results) -> str:
     mem = r["memory"]
-    anchors = mem["anchor_cache_bytes_per_conversation"]
+    memos = mem["memo_cache_bytes_per_conversation"]
     entry = mem["token_cache_bytes_per_entry"]
     bound = {x["name"]: x["used"] for x in r["settings"]}[FIGURE_LIMITS[0]]
     at_bound = f" (~{entry * bound / 2**20:,.0f} MiB at its bound)" if entry else ""
-    anchor_text = (
-        f", and dag.py's anchor cache, {anchors:,.0f} B per conversation at this size"
-        if anchors is not None
-        else ""
-    )
     return (
         f"tracemalloc over a `ContextProcessor` fed {mem['conversations']} standard "
         f"conversations that never end ({mem['items_per_conversation']:.1f} items held each; "
@@ -548,7 +543,9 @@ def _memory_text(r: Results) -> str:
         "counted per conversation: the token-count cache, "
         f"{mem['token_cache_bytes_per_conversation']:,.0f} B per conversation at this size "
         f"({mem['token_cache_entries_per_conversation']:.0f} entries of ~{entry or 0:,.0f} B; "
-        f"bounded at {bound:,} entries{at_bound}){anchor_text}. "
+        f"bounded at {bound:,} entries{at_bound}), and the core's memo tables (block ids, "
+        f"baseline entries, header parts; core/caches.py), {memos:,.0f} B per conversation "
+        "at this size. "
         "Largest allocation sites of what the processor keeps:"
     )
 

@@ -23,6 +23,14 @@ class CacheFigures:
     limit: int
 
 
+MEMOS = {
+    "block_ids": dag.block_id,
+    "baseline_entries": render.naive_entry,
+    "header_parts": render.header_parts,
+}
+"""The core's memo tables (functools.lru_cache), by the name the metrics give them."""
+
+
 def cache_figures() -> list[CacheFigures]:
     """Figures of the segment-count cache of each tokenizer in use, and of the memo tables."""
     figures = [
@@ -35,12 +43,7 @@ def cache_figures() -> list[CacheFigures]:
         )
         for name, tokenizer in sorted(shared_tokenizers().items())
     ]
-    memos = {
-        "block_ids": dag.block_id,
-        "baseline_entries": render.naive_entry,
-        "header_parts": render.header_parts,
-    }
-    for name, memo in memos.items():
+    for name, memo in MEMOS.items():
         info = memo.cache_info()
         figures.append(CacheFigures(name, info.hits, info.misses, info.currsize, info.maxsize or 0))
     return figures
