@@ -1,0 +1,50 @@
+"""The core's cache figures: lookups split into hits and misses, entries, bounds."""
+
+from __future__ import annotations
+
+from stream_ctx.core.caches import MEMOS, CacheFigures, cache_figures
+from stream_ctx.core.config import BundleConfig
+from stream_ctx.core.processor import ContextProcessor
+from stream_ctx.core.tokenizer import get_tokenizer
+from tests.factories import make_finalize, make_item, make_retrieval
+
+
+def _by_name() -> dict[str, CacheFigures]:
+    return {figures.name: figures for figures in cache_figures()}
+
+
+def _bundle(conversation: str, content: str) -> None:
+    processor = ContextProcessor(BundleConfig(min_salience_threshold=0.0))
+    item = make_item(id="doc:1", content=content)
+    processor.apply(make_retrieval(conversation_id=conversation, items=[item]), position=1)
+    processor.apply(make_finalize(conversation_id=conversation), position=2)
+
+
+def test_figures_name_every_memo_and_the_tokenizers_in_use() -> None:
+    get_tokenizer("cl100k_base")
+    figures = _by_name()
+    assert {*MEMOS, "token_counts_cl100k_base"} <= set(figures)
+    tokenizer = get_tokenizer("cl100k_base")
+    counts = figures["token_counts_cl100k_base"]
+    assert counts.limit == tokenizer.cache_limit == 1 << 17
+    assert counts.entries == tokenizer.cached
+    assert figures["block_ids"].limit == 1 << 16
+
+
+def test_a_second_bundle_of_the_same_text_hits_where_the_first_missed() -> None:
+    content = f"A passage no other test writes: {id(_by_name)} {__name__}."
+    before = _by_name()
+    _bundle("c-one", content)
+    first = _by_name()
+    _bundle("c-two", content)
+    second = _by_name()
+    name = "token_counts_cl100k_base"
+    assert first[name].misses > before[name].misses
+    assert second[name].misses == first[name].misses
+    assert second[name].hits - first[name].hits == (first[name].hits - before[name].hits) + (
+        first[name].misses - before[name].misses
+    )
+    assert second[name].entries == first[name].entries > before[name].entries
+    for memo in MEMOS:
+        assert second[memo].hits > first[memo].hits
+        assert second[memo].misses == first[memo].misses
