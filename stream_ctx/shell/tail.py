@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import signal
 from typing import TextIO
 
+import anyio
+import anyio.abc
 import msgspec
+from aiokafka import ConsumerRecord, TopicPartition
 from aiokafka.errors import KafkaError
 
 from stream_ctx.core.bundle import Bundle
@@ -58,23 +62,54 @@ async def tail_bundles(
         await consumer.start()
         err.write(f"tailing {topic!r} on {', '.join(settings.kafka.servers)}; Ctrl-C stops\n")
         err.flush()
-        while max_bundles is None or shown < max_bundles:
-            batch = await consumer.getmany(timeout_ms=_POLL_MS)
-            for partition, records in batch.items():
-                for record in records:
-                    try:
-                        bundle = _decoder.decode(record.value or b"")
-                    except msgspec.DecodeError as exc:
-                        where = f"{partition.topic}/{partition.partition}@{record.offset}"
-                        err.write(f"not a bundle ({where}): {exc}\n")
-                        continue
-                    out.write(bundle_line(bundle))
-                    out.flush()
-                    shown += 1
-                    if shown == max_bundles:
-                        return shown
+        async with anyio.create_task_group() as tasks:
+            # Ctrl-C cancels through anyio's scope, which keeps cancelling until the loop
+            # leaves it: a cancellation aiokafka swallows once cannot keep the tail running.
+            await tasks.start(_cancel_on_signal, tasks.cancel_scope)
+            while max_bundles is None or shown < max_bundles:
+                shown += _show(
+                    await consumer.getmany(timeout_ms=_POLL_MS), out, err, shown, max_bundles
+                )
+            tasks.cancel_scope.cancel()
     except KafkaError as exc:
         raise BrokerError(f"reading {topic!r} failed: {exc!r}") from exc
     finally:
-        await consumer.stop()
+        with anyio.CancelScope(shield=True):
+            await consumer.stop()
     return shown
+
+
+def _show(
+    batch: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]],
+    out: TextIO,
+    err: TextIO,
+    shown: int,
+    max_bundles: int | None,
+) -> int:
+    """Print a fetch's bundles, up to `max_bundles` in all; returns how many it printed."""
+    printed = 0
+    for partition, records in batch.items():
+        for record in records:
+            if max_bundles is not None and shown + printed == max_bundles:
+                return printed
+            try:
+                bundle = _decoder.decode(record.value or b"")
+            except msgspec.DecodeError as exc:
+                where = f"{partition.topic}/{partition.partition}@{record.offset}"
+                err.write(f"not a bundle ({where}): {exc}\n")
+                continue
+            out.write(bundle_line(bundle))
+            out.flush()
+            printed += 1
+    return printed
+
+
+async def _cancel_on_signal(
+    scope: anyio.CancelScope, *, task_status: anyio.abc.TaskStatus[None]
+) -> None:
+    """Cancel `scope` at the first SIGINT or SIGTERM."""
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        task_status.started()
+        async for _ in signals:
+            scope.cancel()
+            return
