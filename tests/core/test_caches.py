@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 from stream_ctx.core.caches import MEMOS, CacheFigures, cache_figures
 from stream_ctx.core.config import BundleConfig
 from stream_ctx.core.processor import ContextProcessor
@@ -32,7 +34,8 @@ def test_figures_name_every_memo_and_the_tokenizers_in_use() -> None:
 
 
 def test_a_second_bundle_of_the_same_text_hits_where_the_first_missed() -> None:
-    content = f"A passage no other test writes: {id(_by_name)} {__name__}."
+    # Fresh in every run, also in a process forked from one that ran this test (mutmut's).
+    content = f"A passage no other test writes: {uuid.uuid4().hex}."
     before = _by_name()
     _bundle("c-one", content)
     first = _by_name()
