@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 
 import anyio
@@ -24,11 +24,16 @@ async def read_changelogs(
     timeout_s: float,
     beat: Callable[[], None],
     only: str | None = None,
+    hold: Callable[[], Awaitable[None]] | None = None,
 ) -> dict[TopicPartition, RestoredPartition]:
     """Fold each changelog partition of `sources` (changelog -> input partition) into a
     RestoredPartition keyed by input partition, dropping one as soon as it is no longer wanted
     (revoked while restoring). The end is the high watermark from fetch responses, which some
-    brokers report correctly where ListOffsets does not."""
+    brokers report correctly where ListOffsets does not.
+
+    `hold`, a test seam (None in production), is awaited once, after the first fetch that
+    returned records has been folded and before anything is checked for being wanted: a test
+    holds a restore there, in progress, while the group rebalances."""
     restored = {tp: RestoredPartition(only=only) for tp in sources.values()}
     restorer.assign(list(sources))
     for changelog_tp in sources:
@@ -42,6 +47,9 @@ async def read_changelogs(
                 target = restored[sources[changelog_tp]]
                 for record in records:
                     target.apply(record.key, record.value)
+            if hold is not None and fetched:
+                await hold()
+                hold = None
             for changelog_tp in list(remaining):
                 highwater = restorer.highwater(changelog_tp)
                 if not is_wanted(sources[changelog_tp]) or (

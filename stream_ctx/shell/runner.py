@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -129,6 +129,9 @@ class Runner:
         self.health = health if health is not None else Health()
         self.stop = anyio.Event()
         self.is_ready = False
+        # A test seam, None in production: awaited inside the restore of newly assigned
+        # partitions, to hold it in progress (recovery.read_changelogs says where).
+        self.restore_hold: Callable[[], Awaitable[None]] | None = None
         self._kwargs = client_kwargs(settings.kafka)
         self._processors: dict[TopicPartition, ContextProcessor] = {}
         self._pending_restore: set[TopicPartition] = set()
@@ -476,7 +479,7 @@ class Runner:
         """Rebuild the windows of newly assigned partitions from their changelogs."""
         started = time.perf_counter()
         restored = await self._read_changelogs(
-            partitions, is_wanted=self._pending_restore.__contains__
+            partitions, is_wanted=self._pending_restore.__contains__, hold=self.restore_hold
         )
         conversations = 0
         dropped = [tp for tp in restored if tp not in self._pending_restore]
@@ -524,6 +527,7 @@ class Runner:
         *,
         is_wanted: Callable[[TopicPartition], bool],
         only: str | None = None,
+        hold: Callable[[], Awaitable[None]] | None = None,
     ) -> dict[TopicPartition, RestoredPartition]:
         sources = {
             TopicPartition(changelog_topic(tp.topic, self.settings), tp.partition): tp
@@ -536,6 +540,7 @@ class Runner:
             only=only,
             timeout_s=self.settings.state.restore_timeout_s,
             beat=self.health.beat,
+            hold=hold,
         )
 
     async def _reload(self, tp: TopicPartition, processor: ContextProcessor, cid: str) -> None:
