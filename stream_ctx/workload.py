@@ -4,11 +4,18 @@ Each conversation draws from a few documents cut into neighbouring chunks that o
 20%; about half its documents quote one shared runbook passage; it re-retrieves some chunks,
 re-runs tools whose output mostly repeats under a new id, and asks for a bundle after every
 fourth retrieval.
+
+The text is synthetic by default: sentences from a tiny vocabulary, which makes a repeat finder
+see far more repetition than real retrieval text. `WorkloadShape(text="numpy")` (or "stdlib")
+draws every document and the runbook passage from `stream_ctx.realtext`'s corpus instead and
+keeps everything else of the shape.
 """
 
 from __future__ import annotations
 
+import functools
 import random
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -63,6 +70,8 @@ _TASKS = ("debugging", "refactoring", "code-review", "incident")
 _TAGS = ("async", "auth", "db", "network", "perf", "security", "tests")
 _KINDS = ("chunk", "episode", "pattern", "tool_result")
 _DAY_MS = 86_400_000
+TEXTS = ("synthetic", "numpy", "stdlib")
+_WHITESPACE = re.compile(r"\s")
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +88,11 @@ class WorkloadShape:
     tool_rerun: float = 0.1
     start_ms: int = 1_764_480_000_000
     is_ending: bool = True
+    text: str = "synthetic"
+
+    def __post_init__(self) -> None:
+        if self.text not in TEXTS:
+            raise ValueError(f"WorkloadShape.text must be one of {TEXTS}, got {self.text!r}")
 
 
 def _sentence(rng: random.Random) -> str:
@@ -100,13 +114,46 @@ def _document(rng: random.Random, chars: int) -> str:
     return " ".join(parts)
 
 
+@functools.cache
+def _corpus(text: str) -> tuple[str, tuple[tuple[int, int], ...]]:
+    """A real corpus's documents joined by blank lines, and each one's (start, end) in it."""
+    from stream_ctx.realtext import documents  # imports the corpus's modules: only when asked
+
+    texts = [doc.text for doc in documents(text)]
+    spans, start = [], 0
+    for doc in texts:
+        spans.append((start, start + len(doc)))
+        start += len(doc) + 2
+    return "\n\n".join(texts), tuple(spans)
+
+
+def passage(rng: random.Random, chars: int, *, text: str = "synthetic") -> str:
+    """About `chars` characters of `text`: synthetic sentences, or a random stretch of a random
+    document of a real corpus, cut at whitespace (running on into the documents after it in the
+    corpus's order when the document is shorter)."""
+    if text == "synthetic":
+        return _document(rng, chars)
+    joined, spans = _corpus(text)
+    first, last = rng.choice(spans)
+    start = min(rng.randint(first, max(first, last - chars)), max(0, len(joined) - chars))
+    if start != first:
+        start = _after_space(joined, start)
+    return joined[start : _after_space(joined, start + chars)]
+
+
+def _after_space(text: str, pos: int) -> int:
+    """The position after the first whitespace at or past `pos` (the end if there is none)."""
+    found = _WHITESPACE.search(text, pos)
+    return len(text) if found is None else found.end()
+
+
 def _chunks(
     rng: random.Random, shape: WorkloadShape, doc_id: str, runbook: str
 ) -> list[tuple[str, str]]:
     """Neighbouring chunks of one document, each overlapping the previous by `overlap`."""
     low, high = shape.chunk_chars
     sizes = [rng.randint(low, high) for _ in range(rng.randint(3, 6))]
-    text = _document(rng, sum(sizes))
+    text = passage(rng, sum(sizes), text=shape.text)
     if rng.random() < 0.5:
         at = rng.randint(0, len(text))
         text = f"{text[:at]} As the runbook says: {runbook} {text[at:]}"
@@ -119,7 +166,7 @@ def _chunks(
 
 def conversation_events(rng: random.Random, shape: WorkloadShape, cid: str) -> Iterator[Event]:
     """One conversation's events, in order."""
-    runbook = _document(rng, 400)
+    runbook = passage(rng, 400, text=shape.text)
     documents = [_chunks(rng, shape, f"{cid}/doc{d}", runbook) for d in range(rng.randint(2, 4))]
     language, domain = rng.choice(_LANGUAGES), rng.choice(_DOMAINS)
     ts = shape.start_ms + rng.randint(0, 3_600_000)

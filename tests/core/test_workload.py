@@ -1,0 +1,71 @@
+"""The seeded workload generator: synthetic output pinned, real-text option seeded and sourced."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections import Counter
+
+import msgspec
+import pytest
+
+from stream_ctx.core.events import End, Event, Finalize, Retrieval
+from stream_ctx.realtext import documents
+from stream_ctx.workload import WorkloadShape, generate, passage
+
+# sha256 of msgspec.json.encode(generate(1, WorkloadShape(conversations=3))), taken before the
+# real-text option existed: tests and benchmarks compare against the synthetic output as it is.
+_SYNTHETIC_DIGEST = "36d91242c825633fe594020c898fdd3524ee562a515fb9069eabcc464dcc6e4e"
+_SMALL = WorkloadShape(conversations=3)
+
+
+def _digest(shape: WorkloadShape, seed: int = 1) -> str:
+    return hashlib.sha256(msgspec.json.encode(generate(seed, shape))).hexdigest()
+
+
+def test_synthetic_output_is_unchanged() -> None:
+    assert _digest(_SMALL) == _SYNTHETIC_DIGEST
+    assert _digest(WorkloadShape(conversations=3, text="synthetic")) == _SYNTHETIC_DIGEST
+
+
+@pytest.mark.parametrize("text", ["numpy", "stdlib"])
+def test_real_text_is_deterministic_per_seed(text: str) -> None:
+    shape = WorkloadShape(conversations=3, text=text)
+    assert _digest(shape) == _digest(shape)
+    assert _digest(shape, seed=2) != _digest(shape)
+    assert _digest(shape) != _SYNTHETIC_DIGEST
+
+
+def _shape_of(events: list[Event]) -> Counter[tuple[str, str]]:
+    return Counter((type(e).__name__, e.conversation_id) for e in events)
+
+
+def test_real_text_keeps_the_synthetic_conversation_shape() -> None:
+    synthetic = generate(4, _SMALL)
+    real = generate(4, WorkloadShape(conversations=3, text="numpy"))
+    # 8 retrievals, a finalize after every fourth, an end: per conversation, as the synthetic.
+    assert _shape_of(real) == _shape_of(synthetic)
+    assert [type(e) for e in real] == [type(e) for e in synthetic]
+    assert {type(e) for e in real} == {Retrieval, Finalize, End}
+    items = [item for e in real if isinstance(e, Retrieval) for item in e.items]
+    assert {item.kind for item in items} == {"chunk", "episode", "pattern", "tool_result"}
+    assert all(set(item.attributes) == {"language", "domain", "task_type"} for item in items)
+    assert all(200 <= len(item.content) for item in items if item.kind != "tool_result")
+
+
+def test_real_text_passage_is_a_whitespace_cut_stretch_of_the_corpus() -> None:
+    texts = [doc.text for doc in documents("numpy")]
+    joined = "\n\n".join(texts)
+    rng = random.Random(3)
+    for _ in range(50):
+        chars = rng.randint(200, 9_000)
+        found = passage(rng, chars, text="numpy")
+        at = joined.index(found)
+        assert at == 0 or joined[at - 1].isspace(), found[:40]
+        assert at + len(found) == len(joined) or found[-1].isspace(), found[-40:]
+        assert chars <= len(found) < chars + 100
+
+
+def test_workload_text_names_the_field_and_value() -> None:
+    with pytest.raises(ValueError, match=r"WorkloadShape.text must be one of .*, got 'wiki'"):
+        WorkloadShape(text="wiki")
