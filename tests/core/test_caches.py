@@ -15,9 +15,9 @@ def _by_name() -> dict[str, CacheFigures]:
     return {figures.name: figures for figures in cache_figures()}
 
 
-def _bundle(conversation: str, content: str) -> None:
+def _bundle(conversation: str, content: str, attributes: dict[str, str]) -> None:
     processor = ContextProcessor(BundleConfig(min_salience_threshold=0.0))
-    item = make_item(id="doc:1", content=content)
+    item = make_item(id="doc:1", content=content, attributes=attributes)
     processor.apply(make_retrieval(conversation_id=conversation, items=[item]), position=1)
     processor.apply(make_finalize(conversation_id=conversation), position=2)
 
@@ -35,11 +35,12 @@ def test_figures_name_every_memo_and_the_tokenizers_in_use() -> None:
 
 def test_a_second_bundle_of_the_same_text_hits_where_the_first_missed() -> None:
     # Fresh in every run, also in a process forked from one that ran this test (mutmut's).
-    content = f"A passage no other test writes: {uuid.uuid4().hex}."
+    fresh = uuid.uuid4().hex
+    content, attributes = f"A passage no other test writes: {fresh}.", {"origin": fresh}
     before = _by_name()
-    _bundle("c-one", content)
+    _bundle("c-one", content, attributes)
     first = _by_name()
-    _bundle("c-two", content)
+    _bundle("c-two", content, attributes)
     second = _by_name()
     name = "token_counts_cl100k_base"
     assert first[name].misses > before[name].misses
@@ -49,5 +50,7 @@ def test_a_second_bundle_of_the_same_text_hits_where_the_first_missed() -> None:
     )
     assert second[name].entries == first[name].entries > before[name].entries
     for memo in MEMOS:
-        assert second[memo].hits > first[memo].hits
-        assert second[memo].misses == first[memo].misses
+        assert first[memo].misses > before[memo].misses, memo
+        assert 0 < first[memo].entries == second[memo].entries <= first[memo].limit, memo
+        assert second[memo].hits > first[memo].hits, memo
+        assert second[memo].misses == first[memo].misses, memo

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Iterable, Sequence
 
 import msgspec
@@ -16,7 +17,7 @@ from stream_ctx.core.config import BundleConfig, bundle_config_from_table
 from stream_ctx.core.delta import read_delta
 from stream_ctx.core.events import Event, Finalize, RenderOrder
 from stream_ctx.core.processor import ContextProcessor
-from stream_ctx.core.reader import ReadItem, read_context
+from stream_ctx.core.reader import ContextSyntaxError, ReadItem, read_context
 from stream_ctx.core.rebuild import DeltaBaseError, rebuild_full
 from stream_ctx.errors import ConfigError, InvalidEventError
 from stream_ctx.realtext import workload
@@ -235,6 +236,50 @@ def test_rebuild_refuses_a_base_that_is_not_the_named_bundle() -> None:
     with pytest.raises(DeltaBaseError, match=r"got a delta bundle 'c-1:2'"):
         rebuild_full(third, second)
     assert rebuild_full(first, second) is first
+
+
+def test_rebuild_refuses_a_delta_it_cannot_rebuild_and_says_why() -> None:
+    texts = [_text(1), _text(2)]
+    first, second = _bundles(_turns(texts, [*texts, _text(3)]), BundleConfig(mode="delta"))
+    assert (second.mode, second.context_order) == ("delta", [0, 1, 2])
+    assert rebuild_full(second, first).stats.tokens_bundle == second.stats.tokens_full
+    for order in (None, [0, 1], [0, 1, 1], [0, 1, 3]):
+        broken = msgspec.structs.replace(second, context_order=order)
+        message = f"`context_order` of 'c-1:2' must order all 3 items, got {order!r}"
+        with pytest.raises(DeltaBaseError, match=f"^{re.escape(message)}$"):
+            rebuild_full(broken, first)
+    # doc:2 is new in the delta: its text is in the delta's blocks only.
+    without_blocks = msgspec.structs.replace(second, blocks={})
+    message = "the content of item 'doc:2' of 'c-1:2' is neither in its blocks nor in base 'c-1:1'"
+    with pytest.raises(DeltaBaseError, match=f"^{re.escape(message)}$"):
+        rebuild_full(without_blocks, first)
+    full = second.stats.tokens_full
+    miscounted = msgspec.structs.replace(
+        second, stats=msgspec.structs.replace(second.stats, tokens_full=full + 1)
+    )
+    message = (
+        f"the full context of 'c-1:2' rebuilds to {full} tokens, but its `stats.tokens_full`"
+        f" is {full + 1}"
+    )
+    with pytest.raises(DeltaBaseError, match=f"^{re.escape(message)}$"):
+        rebuild_full(miscounted, first)
+
+
+def test_read_delta_refuses_a_context_it_cannot_read_against_the_history() -> None:
+    texts = [_text(1), _text(2)]
+    first, second = _bundles(_turns(texts, [*texts, _text(3)]), BundleConfig(mode="delta"))
+    held = read_context(first.context)
+    current, new = read_delta(second.context, held)
+    assert [it.id for it in current] == ["doc:0", "doc:1", "doc:2"]
+    assert [it.id for it in new] == ["doc:2"]
+    with pytest.raises(ContextSyntaxError, match="^a delta context starts with 'Still applies: '$"):
+        read_delta(first.context, held)
+    # Kept entries the reader does not hold: more than it has, or none named at all.
+    for kept, history in (("§1-2 (bundle 1)", held[:1]), ("(bundle 1)", held)):
+        context = second.context.replace("§1-2 (bundle 1)", kept)
+        message = f"the kept entries {kept!r} are not all held"
+        with pytest.raises(ContextSyntaxError, match=f"^{re.escape(message)}$"):
+            read_delta(context, history)
 
 
 @pytest.mark.parametrize(
