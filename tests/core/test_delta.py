@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import re
+import uuid
 from collections.abc import Iterable, Sequence
 
 import msgspec
@@ -19,6 +20,7 @@ from stream_ctx.core.events import Event, Finalize, RenderOrder
 from stream_ctx.core.processor import ContextProcessor
 from stream_ctx.core.reader import ContextSyntaxError, ReadItem, read_context
 from stream_ctx.core.rebuild import DeltaBaseError, rebuild_full
+from stream_ctx.core.tokenizer import get_tokenizer
 from stream_ctx.errors import ConfigError, InvalidEventError
 from stream_ctx.realtext import workload
 from stream_ctx.shell.changelog import ChangelogWrites, RestoredPartition
@@ -157,6 +159,64 @@ def test_delta_names_what_still_applies_and_what_no_longer_does() -> None:
     )
     assert third.context == f"Still applies: §1 (bundle 1), §3 (bundle 2)\n§4 doc:2 ^3\n{c}\n"
     assert third.stats.tokens_bundle < third.stats.tokens_full / 2
+
+
+def test_kept_entries_are_named_in_number_order_runs_as_their_ends() -> None:
+    a, b, c, d = (_text(n) for n in range(1, 5))
+    _, second = _bundles(
+        _turns([a, b, c, d], [a, b, "changed " + c, d]),
+        BundleConfig(mode="delta", order="stable"),
+    )
+    assert second.context.startswith(
+        "Still applies: §1-2 §4 (bundle 1)\nNo longer applies: §3\n§5 doc:2 "
+    )
+    # Priority order turned round since bundle 1 (doc:0 merged at a higher salience): the kept
+    # entries are still named by number, not in the order the full context now places them.
+    turns = [
+        make_retrieval(
+            event_id="r0",
+            items=[
+                make_item(id="doc:0", content=a, salience=0.6),
+                make_item(id="doc:1", content=b, salience=0.9),
+            ],
+        ),
+        make_finalize(event_id="f0", request_id="t0"),
+        make_retrieval(event_id="r1", items=[make_item(id="doc:0", content=a, salience=0.95)]),
+        make_finalize(event_id="f1", request_id="t1"),
+    ]
+    first, second = _bundles(turns, BundleConfig(mode="delta"))
+    assert [item.id for item in first.items] == ["doc:1", "doc:0"]
+    assert [item.id for item in second.items] == ["doc:0", "doc:1"]
+    assert second.context == "Still applies: §1-2 (bundle 1)\n"
+
+
+def test_a_delta_counts_its_own_context_and_carries_only_its_new_blocks() -> None:
+    # Text no other test counts (and new in every run), so no cached count can stand in.
+    fresh = [f"{_text(n)} {uuid.uuid4().hex}" for n in range(3)]
+    first, second = _bundles(_turns(fresh[:2], fresh), BundleConfig(mode="delta"))
+    assert second.mode == "delta"
+    count = get_tokenizer("cl100k_base").count
+    assert second.stats.tokens_bundle == count(second.context)
+    assert second.stats.tokens_full == count(rebuild_full(second, first).context)
+    (new,) = [item for item in second.items if item.id == "doc:2"]
+    assert set(second.blocks) == set(new.blocks)
+
+
+def test_a_delta_costing_what_the_full_context_costs_goes_out_full() -> None:
+    b = _text(2)
+    count = get_tokenizer("cl100k_base").count
+    delta_cost = count(f"Still applies: §1 (bundle 1)\n§2 doc:1 ^1\n{b}\n")
+    costs = {}
+    for words in range(1, 12):
+        a = " ".join(["word"] * words) + "."
+        costs[count(f"§1 doc:0 (chunk)\n{a}\n§2 doc:1 ^1\n{b}\n")] = a
+    # doc:0 short enough that leaving it out saves exactly what the delta's first line costs,
+    # then one token more.
+    for full_cost, mode in ((delta_cost, "full"), (delta_cost + 1, "delta")):
+        a = costs[full_cost]
+        _, second = _bundles(_turns([a], [a, b]), BundleConfig(mode="delta", order="stable"))
+        assert (second.mode, second.stats.tokens_full) == (mode, full_cost), a
+        assert second.stats.tokens_bundle == (full_cost if mode == "full" else delta_cost)
 
 
 def test_first_bundle_and_reset_are_full_and_restart_the_numbers() -> None:
