@@ -256,6 +256,30 @@ async def run_ceiling(spec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def rates(result: dict[str, Any], spawned_t: float) -> dict[str, float]:
+    """events/s once joined (from the group's first assignment) and from the process's start,
+    and CPU seconds from the assignment to the last commit."""
+    assigned, done = result["points"]["assigned"], result["points"]["done"]
+    seconds = done["t"] - assigned["t"]
+    return {
+        "seconds": seconds,
+        "seconds_from_start": done["t"] - spawned_t,
+        "events_per_s": result["events"] / seconds,
+        "events_per_s_from_start": result["events"] / (done["t"] - spawned_t),
+        "cpu_s": done["cpu_s"] - assigned["cpu_s"],
+    }
+
+
+def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run with the median events/s once joined, with every run's rates beside it."""
+    ranked = sorted(runs, key=lambda x: x["events_per_s"])
+    return {
+        **ranked[len(ranked) // 2],
+        "all_events_per_s": [x["events_per_s"] for x in runs],
+        "all_events_per_s_from_start": [x["events_per_s_from_start"] for x in runs],
+    }
+
+
 def _process_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime

@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import math
 import random
+import re
 import statistics
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import anyio
 import msgspec
@@ -16,9 +18,10 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.structs import TopicPartition
 
 from stream_ctx.core.events import Event, Finalize, Retrieval, RetrievedItem
+from stream_ctx.realtext import documents
 from stream_ctx.shell.admin import ClientKwargs
 from stream_ctx.shell.settings import KafkaSettings
-from stream_ctx.workload import WorkloadShape, generate
+from stream_ctx.workload import WorkloadShape, generate, passage
 
 Record = tuple[bytes, bytes]
 _KAFKA = KafkaSettings()
@@ -28,11 +31,10 @@ _COLLECT_WAIT_MS = 5
 # How often a wait for bundles looks again: short next to the latencies being measured, which are
 # taken at arrival, not at this check.
 _CHECK_INTERVAL_S = 0.02
-_WORDS = (
-    "token cache retry loop request router connection pool schema migration rate limiter job "
-    "queue rejects refreshes serialises drops validates batches logs expired JWTs concurrent "
-    "writes empty payloads stale replicas idle sockets duplicate events under load staging"
-).split()
+# The text of the suite's workloads: real documentation (stream_ctx.realtext's numpy corpus), on
+# which the issue's targets are judged; the side-by-side phase also runs the synthetic text.
+REAL_TEXT = "numpy"
+_WORD = re.compile(r"[^\W\d_]+")
 _DAY_MS = 86_400_000
 
 
@@ -48,9 +50,32 @@ def encode(events: Sequence[Event]) -> list[Record]:
     return [(e.conversation_id.encode(), msgspec.json.encode(e)) for e in events]
 
 
-def standard(conversations: int, seed: int, *, is_ending: bool = True) -> list[Event]:
-    """The issue's workload: 3-8 items of 200-1,500 chars, a finalize per 4 retrievals."""
-    return generate(seed, WorkloadShape(conversations=conversations, is_ending=is_ending))
+def standard(
+    conversations: int, seed: int, *, is_ending: bool = True, text: str = REAL_TEXT
+) -> list[Event]:
+    """The issue's workload shape (3-8 items of 200-1,500 chars, a finalize per 4 retrievals),
+    on real text unless `text` says otherwise."""
+    shape = WorkloadShape(conversations=conversations, is_ending=is_ending, text=text)
+    return generate(seed, shape)
+
+
+def describe(events: Sequence[Event], records: Sequence[Record], text: str) -> dict[str, Any]:
+    """Sizes of a workload and how varied its text is (distinct contents, distinct words: runs of
+    letters), with the real corpus's size when the text is real."""
+    contents = {item.content for e in events if isinstance(e, Retrieval) for item in e.items}
+    found: dict[str, Any] = {
+        "text": text,
+        "conversations": len({e.conversation_id for e in events}),
+        "events": len(events),
+        "finalizes": sum(isinstance(e, Finalize) for e in events),
+        "mean_event_bytes": round(sum(len(v) for _, v in records) / len(records)),
+        "distinct_contents": len(contents),
+        "distinct_words": len({word for text in contents for word in _WORD.findall(text)}),
+    }
+    if text != "synthetic":
+        docs = documents(text)
+        found.update(corpus_documents=len(docs), corpus_chars=sum(len(d.text) for d in docs))
+    return found
 
 
 def renamed(events: Sequence[Event], prefix: str) -> list[Event]:
@@ -80,13 +105,13 @@ def interleaved(events: Sequence[Event], seed: int) -> list[Event]:
     return mixed
 
 
-def merged(conversations: int, per_conversation: int, seed: int) -> list[Event]:
+def merged(
+    conversations: int, per_conversation: int, seed: int, *, text: str = REAL_TEXT
+) -> list[Event]:
     """Long conversations: `per_conversation` generated ones merged under one id, so windows
     fill to ~24 distinct items per merged stream (the generator's documents cap a conversation
     at about that many)."""
-    events = generate(
-        seed, WorkloadShape(conversations=conversations * per_conversation, is_ending=False)
-    )
+    events = standard(conversations * per_conversation, seed, is_ending=False, text=text)
     return [
         msgspec.structs.replace(
             e, conversation_id=f"m-{int(e.conversation_id[2:]) // per_conversation:05d}"
@@ -95,8 +120,11 @@ def merged(conversations: int, per_conversation: int, seed: int) -> list[Event]:
     ]
 
 
-def held_warmup(conversations: int, seed: int) -> tuple[list[Record], int]:
-    """One small retrieval per conversation (1-2 items of 80-240 chars), ids as `generate`'s.
+def held_warmup(
+    conversations: int, seed: int, *, text: str = REAL_TEXT
+) -> tuple[list[Record], int]:
+    """One small retrieval per conversation (1-2 items of 80-240 chars of `text`), ids as
+    `generate`'s.
 
     Returns the records and the content bytes they leave held.
     """
@@ -108,14 +136,14 @@ def held_warmup(conversations: int, seed: int) -> tuple[list[Record], int]:
         cid = f"c-{n:05d}"
         items = []
         for k in range(rng.randint(1, 2)):
-            text = " ".join(rng.choice(_WORDS) for _ in range(40))[: rng.randint(80, 240)]
-            content_bytes += len(text.encode())
+            content = passage(rng, rng.randint(80, 240), text=text)
+            content_bytes += len(content.encode())
             items.append(
                 RetrievedItem(
                     id=f"{cid}/warm{k}",
                     kind="chunk",
                     salience=round(rng.uniform(0.3, 1.0), 2),
-                    content=text,
+                    content=content,
                     created_at=start_ms - rng.randint(0, 30 * _DAY_MS),
                     attributes={"language": rng.choice(("rust", "go"))},
                     tags=["warm"],
