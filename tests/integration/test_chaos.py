@@ -586,6 +586,10 @@ async def test_survivor_completes_the_stream_after_peer_killed(
     )
 
 
+def _numbers(partitions: set[str]) -> list[int]:
+    return sorted(int(name.rpartition("/")[2]) for name in partitions)
+
+
 def runner_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
     """The runner's log lines so far (every in-process runner's, in order)."""
     return [r.getMessage() for r in caplog.records if r.name == "stream_ctx.runner"]
@@ -693,7 +697,7 @@ async def test_rebalance_during_restore_keeps_state_and_members(
     assert all(restores) and sum(restores) == shape.conversations, restores
     duplicates = check_bundles(output, expected)
     print(
-        f"rebalance mid-restore: dropped {sorted(hit)} of {sorted(everything)}; "
-        f"{duplicates} byte-identical repeat(s)"
+        f"rebalance mid-restore: dropped partition(s) {_numbers(hit)} of {_numbers(everything)}"
+        f" from the restore in progress; {duplicates} byte-identical repeat(s)"
     )
     check_state(restored, settings.bundle, before + after)
