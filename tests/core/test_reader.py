@@ -34,3 +34,7 @@ def test_references_that_cannot_be_resolved_say_why() -> None:
         "item §2: a reference to itself needs a length",
     )
     _refused("§1 a (chunk)\n«2+5»\n", "item §1: a reference to a later item, «2+5»")
+
+
+def test_an_entry_without_its_closing_newline_is_named() -> None:
+    _refused("§1 a (chunk)\ntext", "item §1 does not end with a newline")
