@@ -511,8 +511,9 @@ def _method(r: Results) -> str:
   its defaults but for idempotence (off: Tansu lacks it) and the session timeout
   ({s["session_timeout_ms"]:,} ms, as the others: librdkafka's 45 s would make Tansu's first
   join take ~22 s). Each figure is the median of {s["ceiling_runs"]} (ceiling) or
-  {s["runner_runs"]} (Quix, Runner) runs per text, each a fresh process, group and output topics
-  reading the same input from offset 0.
+  {s["runner_runs"]} (Quix, Runner) runs per text, except the Runner on the synthetic text:
+  {_runs(s["baseline_runner_runs"])} (the baseline beside the issue's figures, not a target's).
+  Each run is a fresh process, group and output topics reading the same input from offset 0.
 - The latency consumer sets `fetch_max_wait_ms=5`: Tansu holds a fetch for the full wait when no
   data is there yet (500 ms by default), which would otherwise be measured instead of stream-ctx.
 - The profiled run and the core figures come from separate runs; the throughput run is never
@@ -532,6 +533,10 @@ def kept_sections(page: str) -> str:
     if _FIRST_KEPT_HEADING in page:
         return "\n" + KEPT_MARKER + "\n" + page[page.index(_FIRST_KEPT_HEADING) :]
     return ""
+
+
+def _runs(n: int) -> str:
+    return "one run" if n == 1 else f"the median of {n} runs"
 
 
 def _machine_table(m: dict[str, Any]) -> str:
