@@ -99,6 +99,17 @@ class Checkpoint:
             running.result()  # a failed flush fails its caller here
         self._running = asyncio.ensure_future(self._write(self._take()))
 
+    def start_idle(self) -> None:
+        """Nothing to process: flush what is open in the background, fetching going on meanwhile,
+        and reap a finished flush (raising its failure), so an idle member has no work left."""
+        running = self._running
+        if running is not None and running.done():
+            self._running = None
+            running.result()
+        flush = self._open
+        if flush.in_flight or flush.staged or flush.offsets:
+            self.start_background()
+
     async def flush(self) -> None:
         """Flush everything now, after the flush already running (if any)."""
         running, self._running = self._running, None

@@ -274,8 +274,10 @@ class Runner:
             batch = await self._fetch()
             if not batch:
                 if self._checkpoint.has_work:
+                    # Idle: nothing else would flush it. In the background, so an event that
+                    # arrives meanwhile is fetched and processed without waiting for the acks.
                     async with self._lock:
-                        await self._checkpoint.flush()  # idle: nothing else would flush it
+                        self._checkpoint.start_idle()
                 continue
             async with self._lock:
                 await self._process(batch, max_bytes=kafka.max_event_bytes)

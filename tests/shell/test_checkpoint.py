@@ -82,3 +82,38 @@ async def test_failed_acknowledgement_commits_nothing_and_fails_the_flush() -> N
     assert fake.log == []
     checkpoint.abandon()
     assert not checkpoint.has_work
+
+
+async def test_idle_flush_runs_in_the_background_and_is_reaped_when_done() -> None:
+    fake = FakeProducer()
+    checkpoint = Checkpoint(send=fake.send, commit=fake.commit, interval_s=60.0)
+    bundle: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+    checkpoint.add(TP, sent=[bundle], states=[(b"s", b"v")], tombstones=[], next_offset=4)
+    with anyio.fail_after(TIMEOUT_S):
+        checkpoint.start_idle()  # returns at once, long before the bundle's ack
+        await settle()
+        assert fake.log == []
+        assert checkpoint.has_work
+        bundle.set_result(None)
+        await settle()
+        fake.ack_all()
+        await settle()
+        assert fake.log == [("send", (b"s", b"v")), ("commit", {TP: 4})]
+        assert checkpoint.has_work  # finished, not yet reaped
+        checkpoint.start_idle()
+    assert not checkpoint.has_work
+
+
+async def test_idle_reaping_raises_what_the_background_flush_failed_with() -> None:
+    fake = FakeProducer()
+    checkpoint = Checkpoint(send=fake.send, commit=fake.commit, interval_s=60.0)
+    bundle: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+    checkpoint.add(TP, sent=[bundle], states=[(b"s", b"v")], tombstones=[], next_offset=4)
+    with anyio.fail_after(TIMEOUT_S):
+        checkpoint.start_idle()
+        bundle.set_exception(RequestTimedOutError())
+        await settle()
+        with pytest.raises(RequestTimedOutError):
+            checkpoint.start_idle()
+    assert fake.log == []
+    assert not checkpoint.has_work
