@@ -67,9 +67,10 @@ _GROUP_MOVED_ON = (
 # Step-1 writes (bundles, dead letters, item versions) on the wire before processing waits for
 # them: bounds memory in flight when publishing falls behind.
 _MAX_IN_FLIGHT_SENDS = 20_000
-# aiokafka's producer needs three loop turns from send() to the socket write (the accumulator's
-# waiter, the sender's wait, the produce-request task): a bundle is yielded to that often.
-_SENDER_TURNS = 3
+# Loop turns from send() to aiokafka's produce request, counted against the embedded broker: 3
+# when the producer is idle; 7 when the answer to its previous request has arrived but is unread
+# (aiokafka sends one request at a time per broker), as after a finalize. A bundle gets 7.
+_SENDER_TURNS = 7
 # Processing gives the loop a turn at least this often, so fetches, heartbeats and acks of what
 # was sent progress while a large batch is processed.
 _MAX_BUSY_S = 0.005
@@ -107,7 +108,10 @@ class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
 @dataclass(frozen=True, slots=True)
 class _Clients:
     consumer: AIOKafkaConsumer
+    # Bundles and dead letters. aiokafka keeps one produce request in flight per broker and
+    # producer, so changelog writes get their own: a bundle never waits behind them.
     producer: AIOKafkaProducer
+    changelog: AIOKafkaProducer
     restorer: AIOKafkaConsumer
 
 
@@ -209,10 +213,11 @@ class Runner:
         self._forget_session()
         kafka = self.settings.kafka
         consumer, restorer = clients.group_consumer(kafka), clients.reader(kafka)
-        producer = clients.producer(kafka)
-        self._clients = _Clients(consumer, producer, restorer)
+        producer, changelog = clients.producer(kafka), clients.producer(kafka)
+        self._clients = _Clients(consumer, producer, changelog, restorer)
         try:
             await producer.start()
+            await changelog.start()
             await restorer.start()
             consumer.subscribe(kafka.input_topics, listener=_Rebalance(self))
             await consumer.start()
@@ -432,7 +437,7 @@ class Runner:
     ) -> list[asyncio.Future[object]]:
         topic = changelog_topic(tp.topic, self.settings)
         return [
-            await self._kafka.producer.send(topic, value, key=key, partition=tp.partition)
+            await self._kafka.changelog.send(topic, value, key=key, partition=tp.partition)
             for key, value in records
         ]
 
@@ -570,7 +575,8 @@ class Runner:
         """Stop the clients, each bounded: with the broker gone, leaving the group cannot finish."""
         if self._clients is None:
             return
-        for client in (self._clients.consumer, self._clients.restorer, self._clients.producer):
+        kafka = self._clients
+        for client in (kafka.consumer, kafka.restorer, kafka.producer, kafka.changelog):
             with anyio.move_on_after(_CLOSE_TIMEOUT_S):
                 try:
                     await client.stop()
