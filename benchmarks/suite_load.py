@@ -35,6 +35,15 @@ _CHECK_INTERVAL_S = 0.02
 # which the targets are judged; the side-by-side phase also runs the synthetic text.
 REAL_TEXT = "numpy"
 _WORD = re.compile(r"[^\W\d_]+")
+# The fields of the workload's shape the report describes it by.
+_SHAPE_FIGURES = (
+    "items_per_retrieval",
+    "chunk_chars",
+    "finalize_every",
+    "overlap",
+    "re_retrieve",
+    "tool_rerun",
+)
 _DAY_MS = 86_400_000
 
 
@@ -69,6 +78,8 @@ def describe(events: Sequence[Event], records: Sequence[Record], text: str) -> d
         "events": len(events),
         "finalizes": sum(isinstance(e, Finalize) for e in events),
         "mean_event_bytes": round(sum(len(v) for _, v in records) / len(records)),
+        # `standard` sets only the count, the ending and the text; the rest is the default shape.
+        "shape": {name: getattr(WorkloadShape(), name) for name in _SHAPE_FIGURES},
         "distinct_contents": len(contents),
         "distinct_words": len({word for text in contents for word in _WORD.findall(text)}),
     }

@@ -425,12 +425,17 @@ _TEXT_NOTES = {
 def _workload_text(r: Results) -> str:
     """The side-by-side workloads: one shape, a line per text, figures from the run."""
     first = r["side_by_side"][r["texts"][0]]["workload"]
+    shape = first["shape"]
+    (low, high), (short, long) = shape["items_per_retrieval"], shape["chunk_chars"]
     lines = [
         f"Workloads of one shape (`stream_ctx.workload`, seed {first['seed']}, "
-        "`WorkloadShape(text=...)`): 3-8 items of 200-1,500 characters per retrieval, a "
-        "finalize per 4 retrievals, re-retrieved items, tool results re-run under a new id, "
-        "neighbouring chunks overlapping by ~20%, a runbook passage quoted in about half the "
-        f"documents. Only the text differs. The issue's targets are judged on the "
+        f"`WorkloadShape(text=...)`): {low}-{high} items of {short:,}-{long:,} characters per "
+        f"retrieval, a finalize per {shape['finalize_every']} retrievals, "
+        f"each item a re-retrieval with chance {shape['re_retrieve']:.0%}, else (once a tool "
+        f"result was seen) a tool re-run under a new id with chance {shape['tool_rerun']:.0%}, "
+        "neighbouring chunks overlapping by "
+        f"{shape['overlap']:.0%}, a runbook passage quoted in about half the documents. Only the "
+        "text differs. The issue's targets are judged on the "
         f"{TEXT_NAMES[r['real_text']]}; the latency, conversations-held, max_items, memory, core "
         "and profile figures below are taken on it too.",
         "",
