@@ -1,7 +1,8 @@
 """Phase 3 of benchmarks/suite.py: `stream-ctx run` as its own process under paced load.
 
-Alone, for before/after comparisons: `python benchmarks/suite_latency.py --max-rate 1400`
-(levels at `--fractions` of that rate, each `--seconds` long, on a fresh embedded broker).
+Alone: `python benchmarks/suite_latency.py --max-rate 1400` (levels at `--fractions` of that
+rate, each `--seconds` long, on a fresh embedded broker); variants side by side (commits,
+settings, orders) in paired runs: benchmarks/latency_pairs.py.
 """
 
 from __future__ import annotations
@@ -10,12 +11,13 @@ import argparse
 import json
 import math
 import os
+import random
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,16 +47,30 @@ def write_config(
     session_timeout_ms: int,
     group_id: str = "latency.group",
     dlq_topic: str = "latency.dlq",
+    settings: Mapping[str, object] | None = None,
 ) -> Path:
-    """A `stream-ctx run` config: only [kafka] keys; everything else at its default."""
+    """A `stream-ctx run` config: the [kafka] keys that place it, then `settings` ("table.key":
+    value, for comparisons); everything else at its default."""
+    tables: dict[str, dict[str, object]] = {
+        "kafka": {
+            "bootstrap_servers": kw["bootstrap_servers"],
+            "group_id": group_id,
+            "input_topics": [source],
+            "output_topic": sink,
+            "dlq_topic": dlq_topic,
+            "session_timeout_ms": session_timeout_ms,
+        }
+    }
+    for dotted, value in (settings or {}).items():
+        table, _, key = dotted.partition(".")
+        tables.setdefault(table, {})[key] = value
+    # JSON's strings, numbers, booleans and lists of them are TOML values too.
     path.write_text(
-        "[kafka]\n"
-        f"bootstrap_servers = {json.dumps(kw['bootstrap_servers'])}\n"
-        f"group_id = {json.dumps(group_id)}\n"
-        f"input_topics = [{json.dumps(source)}]\n"
-        f"output_topic = {json.dumps(sink)}\n"
-        f"dlq_topic = {json.dumps(dlq_topic)}\n"
-        f"session_timeout_ms = {session_timeout_ms}\n",
+        "".join(
+            f"[{table}]\n"
+            + "".join(f"{key} = {json.dumps(value)}\n" for key, value in keys.items())
+            for table, keys in tables.items()
+        ),
         encoding="utf-8",
     )
     return path
@@ -71,9 +87,13 @@ async def run_levels(
     warm: Sequence[Event],
     levels: Sequence[Level],
     progress: Callable[[str], None],
+    tree: Path | None = None,
 ) -> tuple[list[dict[str, Any]], int | None]:
-    """Start `stream-ctx run`, offer each level's events paced, stop it; (levels, exit code)."""
+    """Start `stream-ctx run` (from the `stream_ctx` package under `tree` if given, another
+    commit's), offer each level's events paced, stop it; (levels, exit code)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("STREAM_CTX_")}
+    if tree is not None:
+        env["PYTHONPATH"] = str(tree)
     collector, stop = load.Collector(), anyio.Event()
     results: list[dict[str, Any]] = []
     with log_path.open("wb") as log:
@@ -126,7 +146,9 @@ def process_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def _measure_alone(max_rate: float, fractions: Sequence[float], seconds: float) -> None:
+async def _measure_alone(
+    max_rate: float, fractions: Sequence[float], seconds: float, order: str
+) -> None:
     """Phase 3 on its own broker, at `fractions` of a given max (before/after comparisons)."""
     from suite import SEED, Sizes
 
@@ -140,7 +162,7 @@ async def _measure_alone(max_rate: float, fractions: Sequence[float], seconds: f
         source, sink = "latency.in", "latency.bundles"
         await ensure_topics(kw, [TopicSpec(name=t, partitions=partitions) for t in (source, sink)])
         levels = [
-            level(n, fraction, max_rate=max_rate, seconds=seconds, seed=SEED)
+            level(n, fraction, max_rate=max_rate, seconds=seconds, seed=SEED, order=order)
             for n, fraction in enumerate(fractions)
         ]
         config = write_config(
@@ -163,13 +185,55 @@ async def _measure_alone(max_rate: float, fractions: Sequence[float], seconds: f
         )
 
 
-def level(n: int, fraction: float, *, max_rate: float, seconds: float, seed: int) -> Level:
-    """Level `n`: `fraction` of `max_rate` for about `seconds`, its own conversations, mixed."""
+def level(
+    n: int,
+    fraction: float,
+    *,
+    max_rate: float,
+    seconds: float,
+    seed: int,
+    order: str = "staggered",
+) -> Level:
+    """Level `n`: `fraction` of `max_rate` for about `seconds`, its own conversations, mixed
+    in `order` (`staggered` or `random`, see those functions)."""
     rate = max(1.0, fraction * max_rate)
     # The standard workload has 11 events per conversation.
     conversations = max(3, math.ceil(rate * seconds / 11))
-    generated = load.standard(conversations, seed + 100 + n)
-    return fraction, rate, load.interleaved(load.renamed(generated, f"L{n}-"), n)
+    events = load.renamed(load.standard(conversations, seed + 100 + n), f"L{n}-")
+    if order == "random":
+        return fraction, rate, load.interleaved(events, n)
+    # A conversation stays under way for about a second at this rate.
+    open_conversations = max(1, math.ceil(rate / 11))
+    return fraction, rate, staggered(events, n, open_conversations=open_conversations)
+
+
+def staggered(events: Sequence[Event], seed: int, *, open_conversations: int) -> list[Event]:
+    """Conversations that start one after another, `open_conversations` under way at a time.
+
+    Each step takes the next event of one open conversation, drawn at random; one that ends is
+    replaced by the next. `load.interleaved` keeps every conversation open from the first event
+    to the last, so the finalizes and ends crowd the last third of the stream; here the mix of
+    kinds stays that of a steady stream (conversations starting at a steady rate), except over
+    the last `open_conversations`.
+    """
+    streams: dict[str, list[Event]] = {}
+    for event in events:
+        streams.setdefault(event.conversation_id, []).append(event)
+    waiting = [stream[::-1] for stream in reversed(streams.values())]  # both popped from the end
+    rng = random.Random(seed)
+    under_way = [waiting.pop() for _ in range(min(open_conversations, len(waiting)))]
+    mixed: list[Event] = []
+    while under_way:
+        n = rng.randrange(len(under_way))
+        mixed.append(under_way[n].pop())
+        if under_way[n]:
+            continue
+        if waiting:  # ended: the next conversation starts
+            under_way[n] = waiting.pop()
+        else:
+            under_way[n] = under_way[-1]
+            under_way.pop()
+    return mixed
 
 
 def main() -> None:
@@ -177,8 +241,9 @@ def main() -> None:
     parser.add_argument("--max-rate", type=float, required=True, help="events/s taken as max")
     parser.add_argument("--fractions", type=float, nargs="+", default=[0.5])
     parser.add_argument("--seconds", type=float, default=15.0, help="length of each level")
+    parser.add_argument("--order", choices=("staggered", "random"), default="staggered")
     args = parser.parse_args()
-    anyio.run(_measure_alone, args.max_rate, args.fractions, args.seconds)
+    anyio.run(_measure_alone, args.max_rate, args.fractions, args.seconds, args.order)
 
 
 if __name__ == "__main__":

@@ -348,9 +348,13 @@ def markdown(r: Results) -> str:
         "consumes the bundles. Latency runs from the finalize's `send()` to its bundle's arrival "
         "at the consumer; runner CPU is the `stream-ctx run` process's CPU over the level, "
         "generator CPU this suite's (producing and consuming) on the same 2 cores. Each "
-        "level is a fresh seeded workload whose conversations are interleaved at random (each "
-        "conversation's own order kept): `generate` interleaves round-robin, which sends every "
-        "conversation's finalize in the same round, a burst of nothing but finalizes.",
+        "level is a fresh seeded workload in a steady mix: conversations start one after "
+        "another, about rate/11 of them under way at a time, each step the next event of one "
+        "drawn at random (`suite_latency.staggered`). `generate` interleaves round-robin, a round "
+        "of nothing but finalizes; a random interleaving of every conversation at once (the "
+        "order before) crowds the finalizes and ends into the level's last third, over twice "
+        "their average rate in its busiest second: more work than the level's fraction of the "
+        "maximum.",
         _latency_table(r),
         "### How cost grows with conversations held",
         "At each point a first Runner builds N conversations (one small retrieval each: 1-2 items "
