@@ -332,6 +332,8 @@ def markdown(r: Results) -> str:
         "## Machine",
         _machine_table(m),
         "## Targets (issue #11)",
+        f"Judged on the {TEXT_NAMES[r['real_text']]}: every figure here comes from it. The "
+        "synthetic text's side by side, the baseline beside the issue's own figures, is below.",
         targets_table(r),
         "## Side by side",
         _workload_text(r),
