@@ -27,6 +27,7 @@ MEMOS = {
     "block_ids": dag.block_id,
     "baseline_entries": render.naive_entry,
     "header_parts": render.header_parts,
+    "header_differences": render.header_difference,
 }
 """The core's memo tables (functools.lru_cache), by the name the metrics give them."""
 

@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import pairwise
+from itertools import chain, pairwise
 
 import msgspec
 
@@ -54,68 +54,52 @@ class StateDag:
     def build(cls, items: Sequence[ContextItem], parsed: Sequence[Sequence[Piece]]) -> StateDag:
         """The graph of `items` whose contents parse into `parsed` (parse_repeats)."""
         contents = [item.content for item in items]
-        spans = _spans(contents, parsed)
-        pieces = [[contents[n][a:b] for a, b in item_spans] for n, item_spans in enumerate(spans)]
-        piece_uses = Counter(piece for item_pieces in pieces for piece in item_pieces)
-        pieces = [_merge_single_use(item_pieces, piece_uses) for item_pieces in pieces]
+        pieces = [
+            [content[a:b] for a, b in pairwise(bounds)]
+            for content, bounds in zip(contents, _bounds(contents, parsed), strict=True)
+        ]
+        piece_uses = Counter(chain.from_iterable(pieces))
         blocks: dict[str, str] = {}
         item_blocks: list[list[str]] = []
         for item_pieces in pieces:
-            ids = []
-            for text in item_pieces:
-                bid = block_id(text)
-                blocks.setdefault(bid, text)
-                ids.append(bid)
+            texts = _merge_single_use(item_pieces, piece_uses)
+            ids = list(map(block_id, texts))
+            blocks.update(zip(ids, texts, strict=True))  # an id is one text: first place kept
             item_blocks.append(ids)
-        uses = Counter(bid for ids in item_blocks for bid in ids)
+        uses = Counter(chain.from_iterable(item_blocks))
         return cls(blocks, item_blocks, uses, _shared_attributes(items))
 
 
-Span = tuple[int, int]
-
-
-def _spans(contents: list[str], parsed: Sequence[Sequence[Piece]]) -> list[list[Span]]:
-    """Each content as block spans: literal runs cut where a later reference starts or ends in
-    them, and each reference as the spans of its source over the copied range."""
-    cuts: list[set[int]] = [set() for _ in contents]
+def _bounds(contents: list[str], parsed: Sequence[Sequence[Piece]]) -> list[list[int]]:
+    """Each content's block boundaries, from 0 to its length: literal runs are cut where a later
+    reference starts or ends in them, and a reference takes its source's cuts over the copied
+    range."""
+    marks: list[set[int]] = [set() for _ in contents]
     for pieces in parsed:
         for piece in pieces:
             if isinstance(piece, Ref):
-                cuts[piece.source].update((piece.start, piece.start + piece.length))
-    spans: list[list[Span]] = []
-    ends: dict[int, list[int]] = {}
+                marks[piece.source].update((piece.start, piece.start + piece.length))
+    bounds: list[list[int]] = []
     for n, pieces in enumerate(parsed):
-        edges = sorted(cuts[n])
-        out: list[Span] = []
+        edges = sorted(marks[n])
+        out = [0]
         pos = 0
         for piece in pieces:
             if isinstance(piece, str):
                 end = pos + len(piece)
-                inside = edges[bisect_right(edges, pos) : bisect_left(edges, end)]
-                out += pairwise([pos, *inside, end])
-            elif piece.source == n:
-                end = pos + piece.length  # a copy of this text's own earlier part: one block
-                out.append((pos, end))
+                out += edges[bisect_right(edges, pos) : bisect_left(edges, end)]
             else:
                 end = pos + piece.length
-                source = spans[piece.source]
-                if piece.source not in ends:
-                    ends[piece.source] = [b for _, b in source]
-                out += _copied(source, ends[piece.source], piece.start, piece.length, pos)
+                if piece.source != n:  # a copy of this text's own earlier part is one block
+                    source, shift = bounds[piece.source], pos - piece.start
+                    inside = source[
+                        bisect_right(source, piece.start) : bisect_left(source, end - shift)
+                    ]
+                    out += [cut + shift for cut in inside]
+            out.append(end)
             pos = end
-        spans.append(out)
-    return spans
-
-
-def _copied(source: list[Span], ends: list[int], start: int, length: int, at: int) -> list[Span]:
-    """The source's spans (which tile it; `ends` their ends) over [start, start + length),
-    clipped, moved to begin at `at`."""
-    stop, shift = start + length, at - start
-    first, last = bisect_right(ends, start), bisect_left(ends, stop)
-    if first == last:
-        return [(at, at + length)]
-    inner = [(a + shift, b + shift) for a, b in source[first + 1 : last]]
-    return [(at, ends[first] + shift), *inner, (source[last][0] + shift, stop + shift)]
+        bounds.append(out)
+    return bounds
 
 
 def _merge_single_use(pieces: list[str], uses: Counter[str]) -> list[str]:

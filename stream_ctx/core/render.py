@@ -111,10 +111,11 @@ def render_lean(
     entries after them may refer to them.
     """
     numbered = range(1, len(items) + 1) if numbers is None else numbers
+    parts = [_parts_of(item) for item in items]
     segments: list[Segment] = []
-    for n, (item, pieces) in enumerate(zip(items, parsed, strict=True)):
+    for n, (_, pieces) in enumerate(zip(items, parsed, strict=True)):
         if n >= sent:
-            header = _header(item, items[:n], numbered)
+            header = _header(n, items, parts, numbered)
             body = _body(pieces, items[:n], numbered)
             segments += _entry(f"§{numbered[n]}", header + body + "\n")
     return segments
@@ -122,10 +123,10 @@ def render_lean(
 
 def is_sharing(items: Sequence[ContextItem], parsed: Sequence[Sequence[Piece]]) -> bool:
     """Whether the lean context shares anything: a repeat or a header that names a base item."""
-    has_ref = any(isinstance(piece, Ref) for pieces in parsed for piece in pieces)
-    return has_ref or any(
-        _best_base(item, items[:n])[0] is not None for n, item in enumerate(items)
-    )
+    if any(isinstance(piece, Ref) for pieces in parsed for piece in pieces):
+        return True
+    parts = [_parts_of(item) for item in items]
+    return any(_best_base(parts, n)[0] is not None for n in range(len(parts)))
 
 
 def _entry(lead: str, rest: str) -> list[Segment]:
@@ -194,13 +195,16 @@ def _reference(ref: Ref, earlier: Sequence[ContextItem], numbers: Sequence[int])
     return f"«{k}:{ref.start}+{ref.length}»"
 
 
-def _header(item: ContextItem, earlier: Sequence[ContextItem], numbers: Sequence[int]) -> str:
+def _header(
+    n: int, items: Sequence[ContextItem], parts: list[_HeaderParts], numbers: Sequence[int]
+) -> str:
     """The header after `§n`: the id (`~rest` when it has its base's stem), then kind,
     attributes and tags in full, or as the shortest difference from a base item."""
-    base, diff = _best_base(item, earlier)
+    item = items[n]
+    base, diff = _best_base(parts, n)
     if base is None:
         return f" {atom(item.id)}{diff}\n"
-    stem = stem_of(earlier[base].id)
+    stem = stem_of(items[base].id)
     if stem is not None and item.id.startswith(stem):
         return f" ~{atom(item.id[len(stem) :])} ^{numbers[base]}{diff}\n"
     return f" {atom(item.id)} ^{numbers[base]}{diff}\n"
@@ -212,15 +216,15 @@ def stem_of(item_id: str) -> str | None:
     return found.group() if found and len(found.group()) >= _MIN_STEM_CHARS else None
 
 
-def _best_base(item: ContextItem, earlier: Sequence[ContextItem]) -> tuple[int | None, str]:
-    """The earlier item whose metadata this one's differs least from (the nearest on a tie), if
+def _best_base(parts: list[_HeaderParts], n: int) -> tuple[int | None, str]:
+    """The item before item n whose metadata n's differs least from (the nearest on a tie), if
     naming it costs fewer tokens than writing everything out; only the last _BASE_WINDOW are
     tried."""
-    parts = _parts_of(item)
-    best: tuple[int | None, str] = (None, parts.full)
-    best_cost = parts.full_cost
-    for k in range(len(earlier) - 1, max(len(earlier) - _BASE_WINDOW, 0) - 1, -1):
-        priced = _difference(parts, _parts_of(earlier[k]))
+    mine = parts[n]
+    best: tuple[int | None, str] = (None, mine.full)
+    best_cost = mine.full_cost
+    for k in range(n - 1, max(n - _BASE_WINDOW, 0) - 1, -1):
+        priced = header_difference(mine, parts[k])
         if priced is None:
             continue
         diff, diff_cost = priced
@@ -235,10 +239,11 @@ def _best_base(item: ContextItem, earlier: Sequence[ContextItem]) -> tuple[int |
 Priced = tuple[str, int]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class _HeaderParts:
     """An item's metadata as header parts (` (kind)`, ` name=value`, ` #tag`) with their
-    estimated costs: every part starts with a space, so a header costs the sum of its parts."""
+    estimated costs: every part starts with a space, so a header costs the sum of its parts.
+    Hashed by identity (header_parts makes one per metadata), so differences can be memoized."""
 
     kind: str
     kind_part: Priced
@@ -279,7 +284,8 @@ def header_parts(
     )
 
 
-def _difference(item: _HeaderParts, base: _HeaderParts) -> Priced | None:
+@lru_cache(maxsize=1 << 16)
+def header_difference(item: _HeaderParts, base: _HeaderParts) -> Priced | None:
     """`item`'s metadata as changes to `base`'s, priced; None when its tags can't be reached
     that way (dropping a tag drops every copy; added tags go last)."""
     dropped = [tag for tag in dict.fromkeys(base.tags) if tag not in item.tags]

@@ -17,8 +17,12 @@ def _by_name() -> dict[str, CacheFigures]:
 
 def _bundle(conversation: str, content: str, attributes: dict[str, str]) -> None:
     processor = ContextProcessor(BundleConfig(min_salience_threshold=0.0))
-    item = make_item(id="doc:1", content=content, attributes=attributes)
-    processor.apply(make_retrieval(conversation_id=conversation, items=[item]), position=1)
+    # Two items, so the second's header is priced against the first's.
+    items = [
+        make_item(id="doc:1", content=content, attributes=attributes),
+        make_item(id="doc:2", content=content[::-1], attributes=attributes),
+    ]
+    processor.apply(make_retrieval(conversation_id=conversation, items=items), position=1)
     processor.apply(make_finalize(conversation_id=conversation), position=2)
 
 
