@@ -54,16 +54,17 @@ def test_real_text_keeps_the_synthetic_conversation_shape() -> None:
 
 
 def test_real_text_passage_is_a_whitespace_cut_stretch_of_the_corpus() -> None:
-    texts = [doc.text for doc in documents("numpy")]
-    joined = "\n\n".join(texts)
+    joined = "\n\n".join(doc.text for doc in documents("numpy"))
+    longest_word = max(len(word) for word in joined.split())
     rng = random.Random(3)
     for _ in range(50):
         chars = rng.randint(200, 9_000)
         found = passage(rng, chars, text="numpy")
         at = joined.index(found)
         assert at == 0 or joined[at - 1].isspace(), found[:40]
-        assert at + len(found) == len(joined) or found[-1].isspace(), found[-40:]
-        assert chars <= len(found) < chars + 100
+        if at + len(found) < len(joined):  # a stretch may end at the corpus's end, shorter
+            assert found[-1].isspace(), found[-40:]
+            assert chars <= len(found) <= chars + longest_word + 1
 
 
 def test_workload_text_names_the_field_and_value() -> None:
