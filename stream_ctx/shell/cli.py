@@ -218,11 +218,10 @@ def _tail(args: argparse.Namespace) -> int:
 def _healthcheck(args: argparse.Namespace) -> int:
     from stream_ctx.shell.healthcheck import probe
 
-    problem = probe(load_settings(args.config).metrics)
-    if problem is not None:
+    problems = probe(load_settings(args.config).metrics, workers=args.workers)
+    for problem in problems:
         print(f"stream-ctx: unhealthy: {problem}", file=sys.stderr)
-        return 1
-    return 0
+    return 1 if problems else 0
 
 
 def _version() -> str:
@@ -329,6 +328,12 @@ def _parser() -> argparse.ArgumentParser:
         "healthcheck", help="exit 0 when a local `run` answers /healthz on metrics.port"
     )
     health_cmd.add_argument("--config", type=Path, help="TOML config file (the one `run` reads)")
+    health_cmd.add_argument(
+        "--workers",
+        type=_worker_count,
+        default=1,
+        help="as given to `run`: probe every worker (worker i serves on metrics.port + i)",
+    )
     health_cmd.set_defaults(handler=_healthcheck)
 
     schema_cmd = commands.add_parser(

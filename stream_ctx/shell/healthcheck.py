@@ -1,7 +1,7 @@
 """`stream-ctx healthcheck`: the container's liveness probe, on the port the config serves.
 
 It reads the same config and STREAM_CTX_ variables as `run`, so the image's HEALTHCHECK follows
-`metrics.port` wherever it is set.
+`metrics.port` wherever it is set; `--workers N`, as given to `run`, probes every worker.
 """
 
 from __future__ import annotations
@@ -9,6 +9,8 @@ from __future__ import annotations
 import http.client
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 
 from stream_ctx.errors import ConfigError
 from stream_ctx.shell.settings import MetricsSettings
@@ -19,24 +21,52 @@ __all__ = ("PROBE_TIMEOUT_S", "healthz_url", "probe")
 PROBE_TIMEOUT_S = 4.0
 # A server on every interface is probed from inside the container, over loopback.
 _WILDCARDS = {"0.0.0.0": "127.0.0.1", "::": "[::1]", "": "127.0.0.1"}  # noqa: S104
+_MAX_PORT = 65_535
 
 
-def healthz_url(metrics: MetricsSettings) -> str:
-    """Where the running processor answers its liveness probe."""
+def healthz_url(metrics: MetricsSettings, *, worker: int = 0) -> str:
+    """Where the running processor (worker `worker` of `run --workers N`) answers its liveness
+    probe: worker i serves on `metrics.port` + i."""
     if metrics.port is None:
         raise ConfigError(
             "`metrics.port` is not set, so there is no /healthz to probe; set it (the image's"
             " config sets 9464)"
         )
+    if metrics.port == 0:
+        raise ConfigError(
+            "`metrics.port` is 0, so each `run` serves /healthz on a free port of its own and"
+            " there is no fixed port to probe; set a port"
+        )
+    port = metrics.port + worker
+    if port > _MAX_PORT:
+        raise ConfigError(
+            f"worker {worker} would serve on port {port} (`metrics.port` {metrics.port}"
+            f" + {worker}), past {_MAX_PORT}"
+        )
     host = _WILDCARDS.get(metrics.host, metrics.host)
     if ":" in host and not host.startswith("["):
         host = f"[{host}]"
-    return f"http://{host}:{metrics.port}/healthz"
+    return f"http://{host}:{port}/healthz"
 
 
-def probe(metrics: MetricsSettings, *, timeout_s: float = PROBE_TIMEOUT_S) -> str | None:
-    """None when /healthz answers 200, else one line saying what went wrong."""
-    url = healthz_url(metrics)
+def probe(
+    metrics: MetricsSettings, *, workers: int = 1, timeout_s: float = PROBE_TIMEOUT_S
+) -> list[str]:
+    """Nothing when every worker's /healthz answers 200, else a line for each that did not.
+
+    The workers are probed at once, so N of them take no longer than one (the image's
+    HEALTHCHECK allows 5 s).
+    """
+    urls = [healthz_url(metrics, worker=n) for n in range(workers)]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        found = list(pool.map(partial(_probe_one, timeout_s=timeout_s), urls))
+    if workers == 1:
+        return [p for p in found if p is not None]
+    return [f"worker {n}: {p}" for n, p in enumerate(found) if p is not None]
+
+
+def _probe_one(url: str, *, timeout_s: float) -> str | None:
+    """None when `url` answers 200, else one line saying what went wrong."""
     try:
         # The URL is ours: http, the configured host and port.
         with urllib.request.urlopen(url, timeout=timeout_s) as response:  # noqa: S310
