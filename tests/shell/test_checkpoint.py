@@ -84,11 +84,17 @@ async def test_failed_acknowledgement_commits_nothing_and_fails_the_flush() -> N
     assert not checkpoint.has_work
 
 
-async def test_idle_flush_runs_in_the_background_and_is_reaped_when_done() -> None:
+def one_batch_unacked() -> tuple[FakeProducer, Checkpoint, asyncio.Future[object]]:
+    """A checkpoint holding one batch (a state, offset 4) whose bundle is not acknowledged."""
     fake = FakeProducer()
     checkpoint = Checkpoint(send=fake.send, commit=fake.commit, interval_s=60.0)
     bundle: asyncio.Future[object] = asyncio.get_running_loop().create_future()
     checkpoint.add(TP, sent=[bundle], states=[(b"s", b"v")], tombstones=[], next_offset=4)
+    return fake, checkpoint, bundle
+
+
+async def test_idle_flush_runs_in_the_background_and_is_reaped_when_done() -> None:
+    fake, checkpoint, bundle = one_batch_unacked()
     with anyio.fail_after(TIMEOUT_S):
         checkpoint.start_idle()  # returns at once, long before the bundle's ack
         await settle()
@@ -105,10 +111,7 @@ async def test_idle_flush_runs_in_the_background_and_is_reaped_when_done() -> No
 
 
 async def test_idle_reaping_raises_what_the_background_flush_failed_with() -> None:
-    fake = FakeProducer()
-    checkpoint = Checkpoint(send=fake.send, commit=fake.commit, interval_s=60.0)
-    bundle: asyncio.Future[object] = asyncio.get_running_loop().create_future()
-    checkpoint.add(TP, sent=[bundle], states=[(b"s", b"v")], tombstones=[], next_offset=4)
+    fake, checkpoint, bundle = one_batch_unacked()
     with anyio.fail_after(TIMEOUT_S):
         checkpoint.start_idle()
         bundle.set_exception(RequestTimedOutError())
