@@ -1,6 +1,8 @@
-"""read_context on contexts the renderer does not write: each refusal names the item and place.
+"""read_context: id stems read back exactly, and each refusal of a context the renderer does not
+write names the item and the place.
 
-That every rendered context reads back exactly is test_render.py's (property tests)."""
+That every rendered context reads back exactly is test_render.py's (property tests), whose ids
+are too short to have a stem."""
 
 from __future__ import annotations
 
@@ -9,6 +11,9 @@ import re
 import pytest
 
 from stream_ctx.core.reader import ContextSyntaxError, read_context
+from stream_ctx.core.render import render_lean
+from stream_ctx.core.repeats import parse_repeats
+from tests.factories import make_context_item
 
 
 def _refused(context: str, message: str) -> None:
@@ -38,3 +43,30 @@ def test_references_that_cannot_be_resolved_say_why() -> None:
 
 def test_an_entry_without_its_closing_newline_is_named() -> None:
     _refused("§1 a (chunk)\ntext", "item §1 does not end with a newline")
+
+
+def test_ids_and_sources_abbreviated_by_their_stem_read_back_exactly() -> None:
+    items = [
+        make_context_item(id=item_id, content=text, attributes={"source": source}, entered=n)
+        for n, (item_id, source, text) in enumerate(
+            [
+                ("docs/guide.md#1", "docs/guide.md", "first passage of the guide"),
+                ("docs/guide.md#2", "docs/guide.md", "second passage of the guide"),
+                ("notes/release.txt:7", "notes/release.txt", "a note on the release"),
+            ]
+        )
+    ]
+    parsed = parse_repeats([item.content for item in items])
+    context = "".join(text for _, text in render_lean(items, parsed))
+    assert context.startswith('§1 "docs/guide.md#1" (chunk) source=~\n')
+    assert "\n§2 ~2 ^1\n" in context
+    read = read_context(context)
+    assert [(r.id, r.attributes) for r in read] == [(i.id, i.attributes) for i in items]
+
+
+def test_header_refusals_name_the_item_and_what_is_missing() -> None:
+    _refused("§1 a name=v\ntext\n", "item §1: neither `(kind)` nor `^k` in its header")
+    _refused("§1 a (chunk)x\ntext\n", "item §1: expected a newline at character 12")
+    _refused("§1 a (chunk\ntext\n", "item §1: expected ')' at character 11")
+    _refused("§1 ~x (chunk)\ntext\n", "item §1: `~` id without a base that has a stem")
+    _refused("§1 a (chunk) source=~\ntext\n", "item §1: a `~` value but the id has no stem")
