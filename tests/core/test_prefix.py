@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from stream_ctx.core.bundle import Bundle
 from stream_ctx.core.config import BundleConfig
 from stream_ctx.core.events import Event, Finalize, RenderOrder
+from stream_ctx.core.prefix import pack_context, unpack_context
 from stream_ctx.core.processor import ContextProcessor
 from stream_ctx.core.tokenizer import get_tokenizer
 from stream_ctx.shell.changelog import ChangelogWrites, RestoredPartition
@@ -96,3 +97,10 @@ def test_prefix_reuse_survives_a_restart_through_the_changelog() -> None:
         got += [bundle.stats.tokens_prefix_reused] if bundle is not None else []
     assert got == uninterrupted
     assert any(isinstance(e, Finalize) for e in events[half:])
+
+
+def test_a_kept_context_with_a_lone_surrogate_unpacks_to_the_same_text() -> None:
+    # Content may hold lone surrogates (tokenizers refuse them; a bundle must not): the kept
+    # context round-trips them instead of failing the next finalize.
+    context = "§1 a (chunk)\nbefore \ud800 after\n"
+    assert unpack_context(pack_context(context)) == context

@@ -70,3 +70,9 @@ def test_header_refusals_name_the_item_and_what_is_missing() -> None:
     _refused("§1 a (chunk\ntext\n", "item §1: expected ')' at character 11")
     _refused("§1 ~x (chunk)\ntext\n", "item §1: `~` id without a base that has a stem")
     _refused("§1 a (chunk) source=~\ntext\n", "item §1: a `~` value but the id has no stem")
+
+
+def test_a_base_that_is_not_an_earlier_item_and_a_missing_atom_are_named() -> None:
+    for base in ("^2", "^0"):
+        _refused(f"§1 a (chunk)\nx\n§2 b {base}\ny\n", "item §2: bad base at character 20")
+    _refused("§1 a ( )\nx\n", "expected a name or value at character 6")
