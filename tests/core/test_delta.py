@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import re
-import uuid
 from collections.abc import Iterable, Sequence
 
 import msgspec
@@ -20,7 +19,7 @@ from stream_ctx.core.events import Event, Finalize, RenderOrder
 from stream_ctx.core.processor import ContextProcessor
 from stream_ctx.core.reader import ContextSyntaxError, ReadItem, read_context
 from stream_ctx.core.rebuild import DeltaBaseError, rebuild_full
-from stream_ctx.core.tokenizer import get_tokenizer
+from stream_ctx.core.tokenizer import BpeTokenizer, get_tokenizer
 from stream_ctx.errors import ConfigError, InvalidEventError
 from stream_ctx.realtext import workload
 from stream_ctx.shell.changelog import ChangelogWrites, RestoredPartition
@@ -191,9 +190,11 @@ def test_kept_entries_are_named_in_number_order_runs_as_their_ends() -> None:
 
 
 def test_a_delta_counts_its_own_context_and_carries_only_its_new_blocks() -> None:
-    # Text no other test counts (and new in every run), so no cached count can stand in.
-    fresh = [f"{_text(n)} {uuid.uuid4().hex}" for n in range(3)]
-    first, second = _bundles(_turns(fresh[:2], fresh), BundleConfig(mode="delta"))
+    # A counter of its own, with nothing cached: every segment is counted from its text here.
+    processor = ContextProcessor(BundleConfig(mode="delta"), tokenizer=BpeTokenizer())
+    texts = [_text(n) for n in range(3)]
+    events = _turns(texts[:2], texts)
+    first, second = [b for n, e in enumerate(events) if (b := processor.apply(e, position=n))]
     assert second.mode == "delta"
     count = get_tokenizer("cl100k_base").count
     assert second.stats.tokens_bundle == count(second.context)
