@@ -9,7 +9,8 @@ A variant is `label[:key=value,...]`: `rev=<commit>` runs that commit's `stream_
 levels' order of events (default `--order`); other keys are config keys
 ("table.key", a JSON value or text). Each pair runs every variant once on the same seeded
 levels, in alternating order, so a load that moves during the run moves both. Prints each run
-and, per variant, the median of its p50s and p99s.
+and, per variant, the median of its p50s and p99s; with `--stages`, where each run's bundles
+spent their time (benchmarks/latency_stages.py).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
 import statistics
 import subprocess
 import tarfile
@@ -26,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import latency_stages
 import suite_latency
 import suite_load as load
 
@@ -33,6 +36,8 @@ from stream_ctx.shell.admin import ClientKwargs, TopicSpec, ensure_topics
 from stream_ctx.shell.broker import embedded_broker
 
 ROOT = Path(__file__).resolve().parent.parent
+# Its sitecustomize.py times a run's stages when LATENCY_PROBE_DIR is set.
+PROBE = Path(__file__).resolve().parent / "latency_probe"
 
 
 @dataclass(frozen=True)
@@ -90,11 +95,13 @@ async def run_pairs(
     seconds: float,
     pairs: int,
     order: str,
+    out: Path,
+    probe: bool,
 ) -> dict[str, list[dict[str, Any]]]:
-    """Every variant once per pair, ABBA order, on fresh topics and group; levels by variant."""
+    """Every variant once per pair, ABBA order, on fresh topics and group; levels by variant.
+    With `probe`, each run writes its stage timestamps under `out`/stages."""
     from suite import SEED
 
-    out = Path(tempfile.mkdtemp(prefix="latency-pairs-"))
     trees = {
         v.label: export_tree(v.rev, out / f"tree-{v.label}") if v.rev is not None else v.tree
         for v in variants
@@ -117,9 +124,10 @@ async def run_pairs(
                     )
                     for n, f in enumerate(fractions)
                 ]
-                results = await _one_run(
-                    kw, variant, run, levels, out=out, tree=trees.get(variant.label)
-                )
+                tree = trees.get(variant.label)
+                python_path = [*([tree] if tree else []), *([PROBE] if probe else [])]
+                os.environ["LATENCY_PROBE_LABEL"] = f"{run} {variant.label}"
+                results = await _one_run(kw, variant, run, levels, out=out, python_path=python_path)
                 found[variant.label].extend(results)
     return found
 
@@ -131,7 +139,7 @@ async def _one_run(
     levels: list[suite_latency.Level],
     *,
     out: Path,
-    tree: Path | None,
+    python_path: list[Path],
 ) -> list[dict[str, Any]]:
     from suite import SEED, Sizes
 
@@ -159,7 +167,7 @@ async def _one_run(
         warm=load.renamed(load.standard(1, SEED + 99), "warm-"),
         levels=levels,
         progress=lambda line: print(f"run {run} {variant.label}:{line}", flush=True),
-        tree=tree,
+        python_path=python_path,
     )
     if exit_code != 0:
         print(f"run {run} {variant.label}: exit code {exit_code}, see {out}/run-{run}.log")
@@ -195,7 +203,14 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=15.0, help="length of each level")
     parser.add_argument("--pairs", type=int, default=2, help="runs of each variant")
     parser.add_argument("--order", choices=("staggered", "random"), default="staggered")
+    parser.add_argument(
+        "--stages", action="store_true", help="time each run's stages (benchmarks/latency_probe)"
+    )
     args = parser.parse_args()
+    out = Path(tempfile.mkdtemp(prefix="latency-pairs-"))
+    if args.stages:
+        (out / "stages").mkdir()
+        os.environ["LATENCY_PROBE_DIR"] = str(out / "stages")
     found = anyio.run(
         lambda: run_pairs(
             args.variant,
@@ -204,9 +219,13 @@ def main() -> None:
             seconds=args.seconds,
             pairs=args.pairs,
             order=args.order,
+            out=out,
+            probe=args.stages,
         )
     )
     print(summary(found))
+    if args.stages:
+        print(latency_stages.table(sorted((out / "stages").glob("*.jsonl"))))
 
 
 if __name__ == "__main__":

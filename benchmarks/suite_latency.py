@@ -87,13 +87,13 @@ async def run_levels(
     warm: Sequence[Event],
     levels: Sequence[Level],
     progress: Callable[[str], None],
-    tree: Path | None = None,
+    python_path: Sequence[Path] = (),
 ) -> tuple[list[dict[str, Any]], int | None]:
-    """Start `stream-ctx run` (from the `stream_ctx` package under `tree` if given, another
-    commit's), offer each level's events paced, stop it; (levels, exit code)."""
+    """Start `stream-ctx run` (with `python_path` first on its PYTHONPATH: another commit's
+    `stream_ctx`, a probe), offer each level's events paced, stop it; (levels, exit code)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("STREAM_CTX_")}
-    if tree is not None:
-        env["PYTHONPATH"] = str(tree)
+    if python_path:
+        env["PYTHONPATH"] = os.pathsep.join(map(str, python_path))
     collector, stop = load.Collector(), anyio.Event()
     results: list[dict[str, Any]] = []
     with log_path.open("wb") as log:
