@@ -7,7 +7,7 @@ import uuid
 from stream_ctx.core.caches import MEMOS, CacheFigures, cache_figures
 from stream_ctx.core.config import BundleConfig
 from stream_ctx.core.processor import ContextProcessor
-from stream_ctx.core.tokenizer import get_tokenizer
+from stream_ctx.core.tokenizer import BpeTokenizer, get_tokenizer
 from tests.factories import make_finalize, make_item, make_retrieval
 
 
@@ -58,3 +58,11 @@ def test_a_second_bundle_of_the_same_text_hits_where_the_first_missed() -> None:
         assert 0 < first[memo].entries == second[memo].entries <= first[memo].limit, memo
         assert second[memo].hits > first[memo].hits, memo
         assert second[memo].misses == first[memo].misses, memo
+
+
+def test_a_new_counter_has_looked_nothing_up_and_counts_a_repeat_as_a_hit() -> None:
+    counter = BpeTokenizer()
+    assert (counter.lookups, counter.misses, counter.cached) == (0, 0, 0)
+    counter.count_segment("k", "some text")
+    counter.count_segment("k", "some text")
+    assert (counter.lookups, counter.misses, counter.cached) == (2, 1, 1)

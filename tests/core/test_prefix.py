@@ -9,8 +9,9 @@ from hypothesis import strategies as st
 from stream_ctx.core.bundle import Bundle
 from stream_ctx.core.config import BundleConfig
 from stream_ctx.core.events import Event, Finalize, RenderOrder
-from stream_ctx.core.prefix import pack_context, unpack_context
+from stream_ctx.core.prefix import pack_context, tokens_prefix_reused, unpack_context
 from stream_ctx.core.processor import ContextProcessor
+from stream_ctx.core.textmatch import common_run
 from stream_ctx.core.tokenizer import get_tokenizer
 from stream_ctx.shell.changelog import ChangelogWrites, RestoredPartition
 from stream_ctx.workload import WorkloadShape, generate
@@ -104,3 +105,17 @@ def test_a_kept_context_with_a_lone_surrogate_unpacks_to_the_same_text() -> None
     # context round-trips them instead of failing the next finalize.
     context = "§1 a (chunk)\nbefore \ud800 after\n"
     assert unpack_context(pack_context(context)) == context
+
+
+@pytest.mark.parametrize(
+    ("before", "context", "reused"),
+    [("ab\nA b\n", "ab\nA!\n", 3), ("§1 x (chunk)\nA b c\n", "§1 x (chunk)\nA!\n", 7)],
+)
+def test_prefix_reuse_counts_the_token_a_line_starts_with_before_the_first_difference(
+    before: str, context: str, reused: int
+) -> None:
+    # The first difference is one character into a line: that character's own token is shared.
+    tokenizer = get_tokenizer("cl100k_base")
+    assert common_run(tokenizer.encode(before), 0, tokenizer.encode(context), 0) == reused
+    packed = pack_context(before)
+    assert tokens_prefix_reused(packed, context, [(context, context)], tokenizer) == reused
