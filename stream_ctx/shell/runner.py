@@ -7,9 +7,10 @@ commits them in the order that makes replays exact (its module numbers the steps
 from __future__ import annotations
 
 import asyncio
+import heapq
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -317,41 +318,42 @@ class Runner:
     async def _process(self, batch: Batch, *, max_bytes: int) -> None:
         kafka = self.settings.kafka
         sends: list[asyncio.Future[object]] = []
-        changes = []
+        # Partitions revoked between the fetch and this batch are skipped.
+        held = {tp: records for tp, records in batch.items() if tp in self._processors}
         yielded_at = time.monotonic()
-        for tp, records in batch.items():
-            processor = self._processors.get(tp)
-            if processor is None:
-                continue  # revoked between the fetch and this batch
+        for tp, record in _in_arrival_order(held):
+            processor = self._processors[tp]
+            self.stats.events += 1
+            try:
+                event = read_event(record, max_bytes=max_bytes)
+                bundle = await self._apply(tp, processor, event, record.offset)
+            except Exception as exc:
+                if is_transient(exc):
+                    raise  # the broker's fault, not the record's: the session restarts
+                sends.append(await self._dead_letter(record, exc))  # parked, never dropped
+                continue
+            if bundle is not None:
+                self._inspect(tp, processor, bundle)
+                self.stats.bundles += 1
+                sent = await self._kafka.producer.send(
+                    kafka.output_topic,
+                    encode_bundle(bundle),
+                    key=bundle.conversation_id.encode(),
+                )
+                sent.add_done_callback(
+                    partial(self._observe_published, bundle.stats, record.timestamp)
+                )
+                sends.append(sent)
+                for _ in range(_SENDER_TURNS):
+                    await asyncio.sleep(0)  # on the wire now, not after the whole batch
+                yielded_at = time.monotonic()
+            elif time.monotonic() - yielded_at >= _MAX_BUSY_S:
+                await asyncio.sleep(0)
+                yielded_at = time.monotonic()
+        changes = []
+        for tp, records in held.items():
+            processor = self._processors[tp]
             self.metrics.events_consumed(tp.topic, len(records))
-            for record in records:
-                self.stats.events += 1
-                try:
-                    event = read_event(record, max_bytes=max_bytes)
-                    bundle = await self._apply(tp, processor, event, record.offset)
-                except Exception as exc:
-                    if is_transient(exc):
-                        raise  # the broker's fault, not the record's: the session restarts
-                    sends.append(await self._dead_letter(record, exc))  # parked, never dropped
-                    continue
-                if bundle is not None:
-                    self._inspect(tp, processor, bundle)
-                    self.stats.bundles += 1
-                    sent = await self._kafka.producer.send(
-                        kafka.output_topic,
-                        encode_bundle(bundle),
-                        key=bundle.conversation_id.encode(),
-                    )
-                    sent.add_done_callback(
-                        partial(self._observe_published, bundle.stats, record.timestamp)
-                    )
-                    sends.append(sent)
-                    for _ in range(_SENDER_TURNS):
-                        await asyncio.sleep(0)  # on the wire now, not after the whole batch
-                    yielded_at = time.monotonic()
-                elif time.monotonic() - yielded_at >= _MAX_BUSY_S:
-                    await asyncio.sleep(0)
-                    yielded_at = time.monotonic()
             self._next_offsets[tp] = records[-1].offset + 1
             changes.append((tp, ChangelogWrites.of(processor.take_changes())))
             outcomes = processor.take_item_outcomes()
@@ -588,6 +590,18 @@ class Runner:
                     await client._client.close()
                 except Exception as exc:  # a client of a failed session; the next one is new
                     log.debug("stopping %r failed: %s", client, exc)
+
+
+def _in_arrival_order(
+    batch: Batch,
+) -> Iterator[tuple[TopicPartition, ConsumerRecord[bytes, bytes]]]:
+    """Every partition's records, each partition's in offset order, merged by create time: a
+    finalize waits only for what arrived before it, not for whole partitions fetched with it.
+    Partitions are independent, so the order among them changes no bundle."""
+    return heapq.merge(
+        *([(tp, record) for record in records] for tp, records in batch.items()),
+        key=lambda pair: pair[1].timestamp,
+    )
 
 
 def _names(partitions: Iterable[TopicPartition]) -> str:
