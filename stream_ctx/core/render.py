@@ -255,9 +255,12 @@ class _HeaderParts:
 
 
 def _parts_of(item: ContextItem) -> _HeaderParts:
-    return header_parts(
-        stem_of(item.id), item.kind, tuple(item.attributes.items()), tuple(item.tags)
-    )
+    """The item's header parts; its id stem is passed only when a value is written `~`, so
+    items of many conversations with the same metadata share parts (and priced differences)."""
+    stem = stem_of(item.id)
+    if stem is not None and stem[:-1] not in item.attributes.values():
+        stem = None
+    return header_parts(stem, item.kind, tuple(item.attributes.items()), tuple(item.tags))
 
 
 @lru_cache(maxsize=1 << 13)

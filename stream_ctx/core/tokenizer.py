@@ -15,6 +15,7 @@ from functools import cache, cached_property
 from typing import Literal, Protocol, get_args
 
 import bpe_openai
+import bpe_openai._bindings
 import tiktoken
 
 from stream_ctx.errors import ConfigError
@@ -108,6 +109,18 @@ class BpeTokenizer(TiktokenTokenizer):
     def __init__(self, name: str = "cl100k_base") -> None:
         super().__init__(name)
         self._fast = bpe_openai.get_encoding(name)
+        # The Rust tokenizer behind that encoding: its count builds no list of ids (~1.35x).
+        self._counter = bpe_openai._bindings.tokenizer_for_encoding(name)
+
+    def count(self, text: str) -> int:
+        if len(text) < _BPE_MAX_CHARS:
+            try:
+                counted: int = self._counter.count(text)
+            except UnicodeEncodeError:
+                pass  # a lone surrogate: encode() counts it as the encodings' wrappers do
+            else:
+                return counted
+        return len(self.encode(text))
 
     def encode(self, text: str) -> list[int]:
         if len(text) < _BPE_MAX_CHARS:

@@ -66,3 +66,22 @@ def test_a_new_counter_has_looked_nothing_up_and_counts_a_repeat_as_a_hit() -> N
     counter.count_segment("k", "some text")
     counter.count_segment("k", "some text")
     assert (counter.lookups, counter.misses, counter.cached) == (2, 1, 1)
+
+
+def test_items_of_other_id_stems_with_the_same_metadata_share_header_parts() -> None:
+    fresh = uuid.uuid4().hex
+    attributes = {"origin": fresh}
+    processor = ContextProcessor(BundleConfig(min_salience_threshold=0.0))
+    figures = []
+    for position, stem in enumerate(("first-conversation/doc:", "second-conversation/doc:")):
+        items = [
+            make_item(id=f"{stem}{n}", content=f"{stem} {fresh} part {n}.", attributes=attributes)
+            for n in (1, 2)
+        ]
+        processor.apply(make_retrieval(conversation_id=stem, items=items), position=2 * position)
+        processor.apply(make_finalize(conversation_id=stem), position=2 * position + 1)
+        figures.append(_by_name())
+    first, second = figures
+    for memo in ("header_parts", "header_differences"):
+        assert second[memo].misses == first[memo].misses, memo
+        assert second[memo].hits > first[memo].hits, memo
