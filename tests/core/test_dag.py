@@ -86,6 +86,27 @@ def test_dag_round_trip_is_lossless_for_unrelated_odd_text(contents: list[str]) 
     _assert_well_formed(_build(_items(contents)), contents)
 
 
+def test_a_copy_from_inside_a_text_takes_the_blocks_its_source_is_cut_into() -> None:
+    shared = "the shared passage that every retrieval returns in full"
+    second = "and a second passage that only two of them return"
+    contents = [
+        f"An introduction of some length comes first. {shared} {second} Then the first one ends.",
+        f"Another text starts here. {shared} And it ends otherwise.",
+        f"A third text begins. {shared} {second} And it ends its own way.",
+    ]
+    dag = _build(_items(contents))
+    _assert_well_formed(dag, contents)
+    # The second item's copy cuts the first text around `shared`; the third copies `shared` and
+    # `second` in one stretch from the middle of the first, and keeps that cut: both passages
+    # are blocks of their own, stored once.
+    first, copy, both = ([dag.blocks[b] for b in ids] for ids in dag.item_blocks)
+    (passage,) = [text for text in copy if shared in text]
+    assert passage in first and passage in both
+    (rest,) = [text for text in first if second in text]
+    assert rest in both
+    assert dag.block_uses[block_id(passage)] == 3
+
+
 def test_dag_empty_and_single_items() -> None:
     _assert_well_formed(_build([]), [])
     _assert_well_formed(_build(_items([""])), [""])
