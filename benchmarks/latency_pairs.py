@@ -127,7 +127,9 @@ async def run_pairs(
                 tree = trees.get(variant.label)
                 python_path = [*([tree] if tree else []), *([PROBE] if probe else [])]
                 os.environ["LATENCY_PROBE_LABEL"] = f"{run} {variant.label}"
-                results = await _one_run(kw, variant, run, levels, out=out, python_path=python_path)
+                results = await _one_run(
+                    kw, variant, run, levels, out=out, python_path=python_path, broker=broker.pid
+                )
                 found[variant.label].extend(results)
     return found
 
@@ -140,6 +142,7 @@ async def _one_run(
     *,
     out: Path,
     python_path: list[Path],
+    broker: int,
 ) -> list[dict[str, Any]]:
     from suite import SEED, Sizes
 
@@ -168,6 +171,7 @@ async def _one_run(
         levels=levels,
         progress=lambda line: print(f"run {run} {variant.label}:{line}", flush=True),
         python_path=python_path,
+        broker_pid=broker,
     )
     if exit_code != 0:
         print(f"run {run} {variant.label}: exit code {exit_code}, see {out}/run-{run}.log")
@@ -177,8 +181,8 @@ async def _one_run(
 def summary(found: dict[str, list[dict[str, Any]]]) -> str:
     """Per variant and level: the median over its runs of p50, p99 and max."""
     rows = [
-        "| variant | load | runs | p50 ms | p99 ms | max ms | runner CPU |",
-        "|---|---|---|---|---|---|---|",
+        "| variant | load | runs | p50 ms | p99 ms | max ms | runner CPU | broker CPU |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for label, levels in found.items():
         for fraction in sorted({lv["fraction_of_max"] for lv in levels}):
@@ -187,12 +191,18 @@ def summary(found: dict[str, list[dict[str, Any]]]) -> str:
             rows.append(
                 f"| {label} | {fraction:.0%} | {len(at)} | {med['latency_ms_p50']:.1f} | "
                 f"{med['latency_ms_p99']:.1f} | {med['latency_ms_max']:.1f} | "
-                f"{med['runner_cpu_share']:.0%} |"
+                f"{med['runner_cpu_share']:.0%} | {med['broker_cpu_share']:.0%} |"
             )
     return "\n".join(rows)
 
 
-_FIGURES = ("latency_ms_p50", "latency_ms_p99", "latency_ms_max", "runner_cpu_share")
+_FIGURES = (
+    "latency_ms_p50",
+    "latency_ms_p99",
+    "latency_ms_max",
+    "runner_cpu_share",
+    "broker_cpu_share",
+)
 
 
 def main() -> None:

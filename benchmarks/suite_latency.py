@@ -88,6 +88,7 @@ async def run_levels(
     levels: Sequence[Level],
     progress: Callable[[str], None],
     python_path: Sequence[Path] = (),
+    broker_pid: int | None = None,
 ) -> tuple[list[dict[str, Any]], int | None]:
     """Start `stream-ctx run` (with `python_path` first on its PYTHONPATH: another commit's
     `stream_ctx`, a probe), offer each level's events paced, stop it; (levels, exit code)."""
@@ -112,12 +113,17 @@ async def run_levels(
             )
             for fraction, rate, events in levels:
                 cpu, own_cpu = process_cpu(process.pid), time.process_time()
+                broker_cpu = process_cpu(broker_pid) if broker_pid is not None else 0.0
                 level = await load.offered_load(
                     kw, source, events, collector, rate=rate, timeout_s=LEVEL_TIMEOUT_S
                 )
                 level["fraction_of_max"] = fraction
                 level["runner_cpu_s"] = process_cpu(process.pid) - cpu
                 level["runner_cpu_share"] = level["runner_cpu_s"] / level["send_seconds"]
+                if broker_pid is not None:  # the broker's work for this runner's requests
+                    level["broker_cpu_share"] = (process_cpu(broker_pid) - broker_cpu) / level[
+                        "send_seconds"
+                    ]
                 # The load generator and bundle consumer share the machine with the runner.
                 level["generator_cpu_share"] = (time.process_time() - own_cpu) / level[
                     "send_seconds"
