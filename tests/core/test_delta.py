@@ -220,6 +220,36 @@ def test_a_delta_costing_what_the_full_context_costs_goes_out_full() -> None:
         assert second.stats.tokens_bundle == (full_cost if mode == "full" else delta_cost)
 
 
+def test_an_item_whose_attribute_turns_into_tags_of_the_same_text_is_sent_again() -> None:
+    a, b = _text(1), _text(2)
+    turns = [
+        make_retrieval(
+            event_id="r0",
+            items=[
+                make_item(id="doc:0", content=a, attributes={"x": "y"}),
+                make_item(id="doc:1", content=b),
+            ],
+        ),
+        make_finalize(event_id="f0", request_id="t0"),
+        make_retrieval(event_id="r1", items=[make_item(id="doc:0", content=a, tags=["x", "y"])]),
+        make_finalize(event_id="f1", request_id="t1"),
+    ]
+    config = BundleConfig(mode="delta", order="stable", min_salience_threshold=0.0)
+    _, second = _bundles(turns, config)
+    assert second.context.startswith(
+        f"Still applies: §2 (bundle 1)\nNo longer applies: §1\n§3 doc:0 ^2 #x #y\n{a}\n"
+    )
+
+
+def test_a_lone_surrogate_in_content_goes_out_in_a_delta_too() -> None:
+    lone = f"lone \ud800 surrogate {_text(3)}"
+    bundles = _bundles(_turns([lone], [lone, _text(2)]), BundleConfig(mode="delta"))
+    assert [bundle.mode for bundle in bundles] == ["full", "delta"]
+    history = History()
+    current = [history.take(bundle)[1] for bundle in bundles][-1]
+    assert [item.content for item in current] == [lone, _text(2)]
+
+
 def test_first_bundle_and_reset_are_full_and_restart_the_numbers() -> None:
     texts = [_text(1), _text(2)]
     events = _turns(texts, texts, texts)
