@@ -517,3 +517,31 @@ def test_window_of_ranks_a_held_window_and_is_none_for_an_unknown_conversation()
     assert [r.item.id for r in ranked] == ["high", "low"]
     assert ranked[0].priority > ranked[1].priority
     assert processor.window_of("nobody", now_ms=0) is None
+
+
+_PASSAGE = "the shared passage that every retrieval returns in full and more words"
+
+
+@pytest.mark.parametrize(
+    ("contents", "is_alike", "writes"),
+    [
+        ((f"First. {_PASSAGE}", f"Output: {_PASSAGE} done"), False, "«1:"),  # a repeat only
+        (("alpha beta gamma", "delta epsilon zeta"), True, "^1"),  # a header naming its base
+        (("alpha beta gamma", "delta epsilon zeta"), False, None),  # nothing shared
+    ],
+)
+def test_stats_say_deduplicated_exactly_when_the_context_shares_something(
+    contents: tuple[str, str], is_alike: bool, writes: str | None
+) -> None:
+    unlike: dict[str, object] = {} if is_alike else {"kind": "tool_result", "tags": ["t"]}
+    items = [
+        make_item(id="doc:1", content=contents[0]),
+        make_item(id="run-7", content=contents[1], **unlike),
+    ]
+    processor = ContextProcessor(BundleConfig(min_salience_threshold=0.0))
+    processor.apply(make_retrieval(items=items), position=1)
+    bundle = processor.apply(make_finalize(), position=2)
+    assert bundle is not None
+    assert all(mark in bundle.context for mark in [writes] if mark is not None)
+    assert not any(m in bundle.context for m in ("«1:", "^1") if m != writes)
+    assert bundle.stats.deduplicated is (writes is not None)
