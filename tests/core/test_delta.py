@@ -199,6 +199,8 @@ def test_a_delta_counts_its_own_context_and_carries_only_its_new_blocks() -> Non
     count = get_tokenizer("cl100k_base").count
     assert second.stats.tokens_bundle == count(second.context)
     assert second.stats.tokens_full == count(rebuild_full(second, first).context)
+    # Appended to the history, a delta starts no cached prefix of its own.
+    assert second.stats.tokens_prefix_reused == 0
     (new,) = [item for item in second.items if item.id == "doc:2"]
     assert set(second.blocks) == set(new.blocks)
 
