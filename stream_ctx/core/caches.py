@@ -28,6 +28,8 @@ MEMOS = {
     "baseline_entries": render.naive_entry,
     "header_parts": render.header_parts,
     "header_differences": render.header_difference,
+    "header_attribute_differences": render.attribute_difference,
+    "header_tag_differences": render.tag_difference,
 }
 """The core's memo tables (functools.lru_cache), by the name the metrics give them."""
 

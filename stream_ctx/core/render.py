@@ -221,8 +221,8 @@ def _best_base(parts: list[_HeaderParts], n: int) -> tuple[int | None, str]:
     naming it costs fewer tokens than writing everything out; only the last _BASE_WINDOW are
     tried."""
     mine = parts[n]
-    best: tuple[int | None, str] = (None, mine.full)
-    best_cost = mine.full_cost
+    best: tuple[int | None, str] = (None, mine.full[0])
+    best_cost = mine.full[1]
     for k in range(n - 1, max(n - _BASE_WINDOW, 0) - 1, -1):
         priced = header_difference(mine, parts[k])
         if priced is None:
@@ -241,17 +241,17 @@ Priced = tuple[str, int]
 
 @dataclass(frozen=True, slots=True, eq=False)
 class _HeaderParts:
-    """An item's metadata as header parts (` (kind)`, ` name=value`, ` #tag`) with their
-    estimated costs: every part starts with a space, so a header costs the sum of its parts.
-    Hashed by identity (header_parts makes one per metadata), so differences can be memoized."""
+    """An item's metadata, and its header parts in full (` (kind)`, ` name=value`, ` #tag`)
+    with their estimated cost: every part starts with a space, so a header costs the sum of its
+    parts. Hashed by identity (header_parts makes one per metadata), so differences between two
+    can be memoized."""
 
+    stem: str | None
     kind: str
     kind_part: Priced
-    attributes: dict[str, str]
-    attribute_parts: dict[str, Priced]
+    attributes: tuple[tuple[str, str], ...]
     tags: tuple[str, ...]
-    full: str
-    full_cost: int
+    full: Priced
 
 
 def _parts_of(item: ContextItem) -> _HeaderParts:
@@ -272,38 +272,58 @@ def header_parts(
 ) -> _HeaderParts:
     """Header parts of one item's metadata (`stem` is its id stem, for `~` values)."""
     kind_part = _priced(f" ({atom(kind)})")
-    attribute_parts = {
-        name: _priced(f" {atom(name)}={_value(stem, value)}") for name, value in attributes
-    }
-    full = [kind_part, *attribute_parts.values(), *(_priced(f" #{atom(t)}") for t in tags)]
-    return _HeaderParts(
-        kind,
+    full = [
         kind_part,
-        dict(attributes),
-        attribute_parts,
-        tags,
-        "".join(text for text, _ in full),
-        sum(cost for _, cost in full),
-    )
+        *(_attribute_part(stem, name, value) for name, value in attributes),
+        *(_priced(f" #{atom(tag)}") for tag in tags),
+    ]
+    return _HeaderParts(stem, kind, kind_part, attributes, tags, _joined(full))
 
 
 @lru_cache(maxsize=1 << 16)
 def header_difference(item: _HeaderParts, base: _HeaderParts) -> Priced | None:
-    """`item`'s metadata as changes to `base`'s, priced; None when its tags can't be reached
-    that way (dropping a tag drops every copy; added tags go last)."""
-    dropped = [tag for tag in dict.fromkeys(base.tags) if tag not in item.tags]
-    kept = tuple(tag for tag in base.tags if tag not in dropped)
-    if item.tags[: len(kept)] != kept:
+    """`item`'s metadata as changes to `base`'s, priced: its kind if it differs, then its
+    attributes', then its tags' changes; None when its tags can't be reached that way."""
+    tags = tag_difference(item.tags, base.tags)
+    if tags is None:
         return None
-    parts = [item.kind_part] if item.kind != base.kind else []
-    parts += [
-        item.attribute_parts[name]
-        for name, value in item.attributes.items()
-        if base.attributes.get(name) != value
+    kind = item.kind_part if item.kind != base.kind else ("", 0)
+    return _joined([kind, attribute_difference(item.stem, item.attributes, base.attributes), tags])
+
+
+@lru_cache(maxsize=1 << 14)
+def attribute_difference(
+    stem: str | None, attributes: tuple[tuple[str, str], ...], base: tuple[tuple[str, str], ...]
+) -> Priced:
+    """The attributes whose values differ from `base`'s, then ` -name` for each name only `base`
+    has: a memo of its own, as few attribute sets meet far more often than whole metadata."""
+    theirs, names = dict(base), {name for name, _ in attributes}
+    changed = [
+        _attribute_part(stem, name, value)
+        for name, value in attributes
+        if theirs.get(name) != value
     ]
-    parts += [_priced(f" -{atom(name)}") for name in base.attributes if name not in item.attributes]
-    parts += [_priced(f" -#{atom(tag)}") for tag in dropped]
-    parts += [_priced(f" #{atom(tag)}") for tag in item.tags[len(kept) :]]
+    return _joined(changed + [_priced(f" -{atom(name)}") for name, _ in base if name not in names])
+
+
+@lru_cache(maxsize=1 << 14)
+def tag_difference(tags: tuple[str, ...], base: tuple[str, ...]) -> Priced | None:
+    """` -#tag` for each of `base`'s tags that `tags` lacks, then ` #tag` for those added after
+    the kept ones; None when they can't be reached that way (dropping a tag drops every copy,
+    added tags go last)."""
+    dropped = [tag for tag in dict.fromkeys(base) if tag not in tags]
+    kept = tuple(tag for tag in base if tag not in dropped)
+    if tags[: len(kept)] != kept:
+        return None
+    added = [_priced(f" #{atom(tag)}") for tag in tags[len(kept) :]]
+    return _joined([_priced(f" -#{atom(tag)}") for tag in dropped] + added)
+
+
+def _attribute_part(stem: str | None, name: str, value: str) -> Priced:
+    return _priced(f" {atom(name)}={_value(stem, value)}")
+
+
+def _joined(parts: Sequence[Priced]) -> Priced:
     return "".join(text for text, _ in parts), sum(cost for _, cost in parts)
 
 

@@ -53,7 +53,8 @@ def test_a_second_bundle_of_the_same_text_hits_where_the_first_missed() -> None:
         first[name].misses - before[name].misses
     )
     assert second[name].entries == first[name].entries > before[name].entries
-    for memo in MEMOS:
+    # The parts of a difference are looked up only when the whole difference is not memoized.
+    for memo in MEMOS.keys() - {"header_attribute_differences", "header_tag_differences"}:
         assert first[memo].misses > before[memo].misses, memo
         assert 0 < first[memo].entries == second[memo].entries <= first[memo].limit, memo
         assert second[memo].hits > first[memo].hits, memo
@@ -85,3 +86,29 @@ def test_items_of_other_id_stems_with_the_same_metadata_share_header_parts() -> 
     for memo in ("header_parts", "header_differences"):
         assert second[memo].misses == first[memo].misses, memo
         assert second[memo].hits > first[memo].hits, memo
+
+
+def test_a_difference_of_new_metadata_reuses_the_attribute_difference_it_shares() -> None:
+    fresh = uuid.uuid4().hex
+    first_attributes, second_attributes = {"origin": fresh}, {"origin": fresh, "lang": "en"}
+    processor = ContextProcessor(BundleConfig(min_salience_threshold=0.0))
+    figures = [_by_name()]
+    for position, tags in enumerate(((["a"], ["b"]), (["c"], ["d"]))):
+        items = [
+            make_item(id=f"x{n}", content=f"{fresh} {tags} {n}.", attributes=attrs, tags=tag)
+            for n, (attrs, tag) in enumerate(
+                zip((first_attributes, second_attributes), tags, strict=True)
+            )
+        ]
+        cid = f"c-{position}"
+        processor.apply(make_retrieval(conversation_id=cid, items=items), position=2 * position)
+        processor.apply(make_finalize(conversation_id=cid), position=2 * position + 1)
+        figures.append(_by_name())
+    before, first, second = figures
+    for memo in ("header_differences", "header_tag_differences"):
+        assert first[memo].misses > before[memo].misses, memo
+        assert second[memo].misses > first[memo].misses, memo
+    attributes = "header_attribute_differences"
+    assert first[attributes].misses > before[attributes].misses
+    assert second[attributes].misses == first[attributes].misses
+    assert second[attributes].hits > first[attributes].hits
