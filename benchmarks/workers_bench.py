@@ -32,6 +32,7 @@ from suite_latency import CLI_STOP_TIMEOUT_S, write_config
 from stream_ctx.core.events import Finalize
 from stream_ctx.shell.admin import ClientKwargs, TopicSpec, ensure_topics
 from stream_ctx.shell.broker import embedded_broker
+from stream_ctx.workload import TEXTS
 
 SEED = 2026
 PARTITIONS = 4
@@ -97,8 +98,8 @@ async def one_run(
     }
 
 
-async def main_async(conversations: int, pairs: int, workers: int) -> None:
-    generated = load.standard(conversations, SEED)
+async def main_async(conversations: int, pairs: int, workers: int, text: str) -> None:
+    generated = load.standard(conversations, SEED, text=text)
     ids = [i for i in load.bundle_ids(generated) if i is not None]
     out = Path(tempfile.mkdtemp(prefix="workers-bench-"))
     runs: dict[int, list[dict[str, Any]]] = {1: [], workers: []}
@@ -141,8 +142,10 @@ def main() -> None:
     parser.add_argument("--conversations", type=int, default=600)
     parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument("--workers", type=int, default=2)
+    # The README's figures were taken on the synthetic text.
+    parser.add_argument("--text", choices=TEXTS, default="synthetic")
     args = parser.parse_args()
-    anyio.run(main_async, args.conversations, args.pairs, args.workers)
+    anyio.run(main_async, args.conversations, args.pairs, args.workers, args.text)
 
 
 if __name__ == "__main__":
