@@ -12,7 +12,7 @@ from stream_ctx.core.events import Event, Finalize, RenderOrder
 from stream_ctx.core.prefix import pack_context, tokens_prefix_reused, unpack_context
 from stream_ctx.core.processor import ContextProcessor
 from stream_ctx.core.textmatch import common_run
-from stream_ctx.core.tokenizer import get_tokenizer
+from stream_ctx.core.tokenizer import BpeTokenizer, get_tokenizer
 from stream_ctx.shell.changelog import ChangelogWrites, RestoredPartition
 from stream_ctx.workload import WorkloadShape, generate
 
@@ -108,14 +108,21 @@ def test_a_kept_context_with_a_lone_surrogate_unpacks_to_the_same_text() -> None
 
 
 @pytest.mark.parametrize(
-    ("before", "context", "reused"),
-    [("ab\nA b\n", "ab\nA!\n", 3), ("§1 x (chunk)\nA b c\n", "§1 x (chunk)\nA!\n", 7)],
+    ("before", "segments", "reused"),
+    [
+        ("ab\nA b\n", ["ab\nA!\n"], 3),
+        ("§1 x (chunk)\nA b c\n", ["§1 x (chunk)\nA!\n"], 7),
+        # A segment ends where the texts part, but the earlier one's word goes on: its last
+        # token differs ("fore" against "forest").
+        ("§1 a (chunk)\nforest\n", ["§1 a (chunk)\n", "fore", "\n"], 6),
+    ],
 )
-def test_prefix_reuse_counts_the_token_a_line_starts_with_before_the_first_difference(
-    before: str, context: str, reused: int
+def test_prefix_reuse_counts_exactly_the_tokens_both_texts_start_with(
+    before: str, segments: list[str], reused: int
 ) -> None:
-    # The first difference is one character into a line: that character's own token is shared.
-    tokenizer = get_tokenizer("cl100k_base")
+    # A counter of its own: every segment is counted from its text here.
+    tokenizer = BpeTokenizer()
+    context = "".join(segments)
     assert common_run(tokenizer.encode(before), 0, tokenizer.encode(context), 0) == reused
-    packed = pack_context(before)
-    assert tokens_prefix_reused(packed, context, [(context, context)], tokenizer) == reused
+    keyed = [(text, text) for text in segments]
+    assert tokens_prefix_reused(pack_context(before), context, keyed, tokenizer) == reused

@@ -13,7 +13,7 @@ from stream_ctx.core.accumulator import BundleAccumulator, ContextItem
 from stream_ctx.core.bundle import Bundle
 from stream_ctx.core.codec import encode_bundle
 from stream_ctx.core.config import BundleConfig, ContextFormat
-from stream_ctx.core.events import Event, RetrievedItem
+from stream_ctx.core.events import Event, RenderOrder, RetrievedItem
 from stream_ctx.core.processor import ContextProcessor
 from stream_ctx.core.tokenizer import TiktokenTokenizer, get_tokenizer
 from stream_ctx.workload import WorkloadShape, generate
@@ -545,3 +545,37 @@ def test_stats_say_deduplicated_exactly_when_the_context_shares_something(
     assert all(mark in bundle.context for mark in [writes] if mark is not None)
     assert not any(m in bundle.context for m in ("«1:", "^1") if m != writes)
     assert bundle.stats.deduplicated is (writes is not None)
+    # The repeated passage is one block both items use; nothing else is used twice.
+    assert bundle.stats.shared_blocks == (1 if writes == "«1:" else 0)
+
+
+def test_a_finalize_with_nothing_offered_has_an_acceptance_rate_of_zero() -> None:
+    bundle = ContextProcessor(BundleConfig()).apply(make_finalize(), position=1)
+    assert bundle is not None
+    assert (bundle.stats.accepted, bundle.stats.rejected) == (0, 0)
+    assert bundle.stats.acceptance_rate == 0.0
+
+
+@pytest.mark.parametrize(
+    ("order", "budget", "context_ids"),
+    [
+        ("stable", 130, ["d0", "d2"]),
+        ("edges", 175, ["d2", "d3", "d0"]),
+        ("priority", 175, ["d2", "d0", "d3"]),
+    ],
+)
+def test_under_a_budget_the_items_chosen_are_written_in_the_order_asked_for(
+    order: RenderOrder, budget: int, context_ids: list[str]
+) -> None:
+    # Four items of ~57 tokens each, ranked d2, d0, d3, d1: the budget leaves out the weakest.
+    processor = ContextProcessor(BundleConfig(min_salience_threshold=0.0, order=order))
+    items = [
+        make_item(id=f"d{n}", content=" ".join(f"w{n}x{k}" for k in range(12)), salience=s)
+        for n, s in enumerate([0.6, 0.3, 0.9, 0.5])
+    ]
+    processor.apply(make_retrieval(items=items), position=1)
+    bundle = processor.apply(make_finalize(max_tokens=budget), position=2)
+    assert bundle is not None
+    assert bundle.stats.skipped_for_budget == 4 - len(context_ids)
+    written = [line.split()[1] for line in bundle.context.splitlines() if line.startswith("§")]
+    assert written == context_ids
