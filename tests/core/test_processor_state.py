@@ -185,10 +185,12 @@ def test_item_outcomes_are_counted_and_reset_when_taken() -> None:
         make_item(id="a", salience=0.6),
         make_item(id="low", salience=0.1),
         make_item(id="b", salience=0.9),
+        make_item(id="low-2", salience=0.2),
+        make_item(id="c", salience=0.95),
     ]
     processor.apply(make_retrieval(items=offered), position=1)
     outcomes = processor.take_item_outcomes()
-    assert (outcomes.accepted, outcomes.rejected, outcomes.evicted) == (3, 1, 1)
+    assert (outcomes.accepted, outcomes.rejected, outcomes.evicted) == (4, 2, 2)
     after = processor.take_item_outcomes()
     assert (after.accepted, after.rejected, after.evicted) == (0, 0, 0)
 
@@ -205,3 +207,26 @@ def test_two_ends_in_one_batch_tombstone_each_conversation_under_its_own_id() ->
         "c-1": {("a", 1)},
         "c-2": {("b", 2)},
     }
+
+
+def test_a_lazily_restored_conversation_is_loaded_once_on_its_first_event_and_continues() -> None:
+    processor = ContextProcessor(BundleConfig())
+    loads: list[str] = []
+    state = ConversationState(counters=WindowCounters(seq=4), last_ts=T0, position=3)
+
+    def load() -> Restored:
+        loads.append("c-1")
+        return state, [], None
+
+    processor.restore_lazily("c-1", load)
+    assert processor.apply(make_retrieval(), position=4) is None
+    bundle = processor.apply(make_finalize(), position=5)
+    assert loads == ["c-1"]
+    assert bundle is not None and bundle.bundle_id == "c-1:5"
+
+
+def test_events_without_positions_follow_one_another() -> None:
+    processor = ContextProcessor(BundleConfig())
+    processor.apply(make_retrieval())
+    bundle = processor.apply(make_finalize())
+    assert bundle is not None and bundle.bundle_id == "c-1:1"
