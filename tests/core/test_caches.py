@@ -93,7 +93,10 @@ def test_a_difference_of_new_metadata_reuses_the_attribute_difference_it_shares(
     first_attributes, second_attributes = {"origin": fresh}, {"origin": fresh, "lang": "en"}
     processor = ContextProcessor(BundleConfig(min_salience_threshold=0.0))
     figures = [_by_name()]
-    for position, tags in enumerate(((["a"], ["b"]), (["c"], ["d"]))):
+    # Tags as fresh as the attributes, so no difference is cached before (mutmut forks a mutant
+    # from a process that has run this test).
+    pairs = (([f"a-{fresh}"], [f"b-{fresh}"]), ([f"c-{fresh}"], [f"d-{fresh}"]))
+    for position, tags in enumerate(pairs):
         items = [
             make_item(id=f"x{n}", content=f"{fresh} {tags} {n}.", attributes=attrs, tags=tag)
             for n, (attrs, tag) in enumerate(
