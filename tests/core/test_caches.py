@@ -115,3 +115,16 @@ def test_a_difference_of_new_metadata_reuses_the_attribute_difference_it_shares(
     assert first[attributes].misses > before[attributes].misses
     assert second[attributes].misses == first[attributes].misses
     assert second[attributes].hits > first[attributes].hits
+
+
+def test_a_full_count_cache_drops_its_oldest_entry_for_a_new_one() -> None:
+    counter = BpeTokenizer()
+    limit = counter.cache_limit
+    for n in range(limit + 1):
+        counter.count_segment(n, "x")
+    assert (counter.cached, counter.misses) == (limit, limit + 1)
+    counter.count_segment(limit, "x")  # the newest is still there
+    counter.count_segment(1, "x")  # the second oldest too
+    assert counter.misses == limit + 1
+    counter.count_segment(0, "x")  # the oldest went first
+    assert (counter.cached, counter.misses) == (limit, limit + 2)
