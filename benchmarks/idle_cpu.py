@@ -13,8 +13,6 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -49,12 +47,7 @@ async def measure(waits: list[int], seconds: float) -> list[tuple[int, float, fl
                 settings={"kafka.fetch_max_wait_ms": wait},
             )
             with (out / f"run-{n}.log").open("wb") as log:
-                process = await anyio.open_process(
-                    [sys.executable, "-m", "stream_ctx.shell.cli", "run", "--config", str(config)],
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    env=env,
-                )
+                process = await suite_latency.open_run(config, log, env)
             try:
                 await anyio.sleep(SETTLE_S)
                 runner, tansu = (suite_latency.process_cpu(p) for p in (process.pid, broker.pid))

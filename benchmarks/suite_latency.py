@@ -19,10 +19,11 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import anyio
 import suite_load as load
+from anyio.abc import Process
 
 from stream_ctx.core.events import Event
 from stream_ctx.shell.admin import ClientKwargs
@@ -76,6 +77,16 @@ def write_config(
     return path
 
 
+async def open_run(config: Path, log: BinaryIO, env: Mapping[str, str]) -> Process:
+    """`stream-ctx run --config CONFIG` as a process of its own, its output into `log`."""
+    return await anyio.open_process(
+        [sys.executable, "-m", "stream_ctx.shell.cli", "run", "--config", str(config)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+    )
+
+
 async def run_levels(
     kw: ClientKwargs,
     *,
@@ -98,12 +109,7 @@ async def run_levels(
     collector, stop = load.Collector(), anyio.Event()
     results: list[dict[str, Any]] = []
     with log_path.open("wb") as log:
-        process = await anyio.open_process(
-            [sys.executable, "-m", "stream_ctx.shell.cli", "run", "--config", str(config)],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
+        process = await open_run(config, log, env)
     try:
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(collector.run, kw, sink, partitions, stop)
