@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from stream_ctx.core import accumulator
 from stream_ctx.core.accumulator import BundleAccumulator
 from stream_ctx.core.config import BundleConfig
 from stream_ctx.core.events import RetrievedItem
@@ -401,3 +403,31 @@ def test_accumulator_window_equals_brute_force_top_n(
     assert [r.item.id for r in acc.ranked(now_ms=now + DAY_MS)] == [
         h.id for h in brute.order(now + DAY_MS)
     ]
+
+
+# Sharing -----------------------------------------------------------------------------------------
+
+
+def test_windows_share_one_mapping_per_attribute_set_and_one_list_per_tag_list_up_to_a_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Memos of their own, bounded at two: nothing another test (or a warm process) left in the
+    # process-wide ones can stand in for a set or a list this test shares.
+    monkeypatch.setattr(accumulator, "_shared_attributes", {})
+    monkeypatch.setattr(accumulator, "_shared_tags", {})
+    monkeypatch.setattr(accumulator, "_SHARED_ATTRIBUTES_LIMIT", 2)
+    first, second = _window(), _window()
+
+    def held(acc: BundleAccumulator, item_id: str, word: str) -> tuple[dict[str, str], list[str]]:
+        acc.add(make_item(id=item_id, attributes={"language": word}, tags=[word]), now_ms=T0)
+        item = acc.items[item_id]
+        return item.attributes, item.tags
+
+    go = held(first, "a", "go")
+    assert all(x is y for x, y in zip(held(second, "b", "go"), go, strict=True))
+    rust = held(first, "c", "rust")
+    held(first, "d", "python")  # a third of each: the oldest, go's, are forgotten
+    assert all(x is y for x, y in zip(held(second, "e", "rust"), rust, strict=True))
+    again = held(second, "f", "go")
+    assert again == go
+    assert all(x is not y for x, y in zip(again, go, strict=True))

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from collections import Counter
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -304,3 +305,39 @@ def test_dag_build_is_deterministic() -> None:
     assert first == second
     assert list(first.blocks) == list(second.blocks)
     assert [s.value for s in first.shared] == [s.value for s in second.shared]
+
+
+def test_dag_pieces_of_one_text_used_nowhere_else_join_into_one_block() -> None:
+    # Three times one passage: a literal, then a copy of it that runs into what it produces. No
+    # other item shares either piece, so the item is one block.
+    passage = _random_prose(3, 300)
+    contents = [passage * 3, "a short text of its own"]
+    dag = _build(_items(contents))
+    _assert_well_formed(dag, contents)
+    assert [[dag.blocks[b] for b in ids] for ids in dag.item_blocks] == [
+        [passage * 3],
+        [contents[1]],
+    ]
+
+
+def test_dag_lists_shared_values_most_widely_held_first_then_by_field_name_and_value() -> None:
+    def item(item_id: str, attributes: dict[str, str], tags: list[str]) -> ContextItem:
+        return make_context_item(id=item_id, content=item_id, attributes=attributes, tags=tags)
+
+    items = [
+        item("x", {"lang": "rust", "area": "core"}, ["beta", "auth"]),
+        item("y", {"lang": "rust", "area": "core"}, ["beta", "auth"]),
+        item("z", {"lang": "go"}, ["auth"]),
+    ]
+    assert [(s.field, s.name, s.value, s.count) for s in _build(items).shared] == [
+        ("tags", "tag", "auth", 3),
+        ("attributes", "area", "core", 2),
+        ("attributes", "lang", "rust", 2),
+        ("tags", "tag", "beta", 2),
+    ]
+
+
+def test_dag_build_refuses_parsed_pieces_for_another_number_of_items() -> None:
+    items = _items(["first text", "second text"])
+    with pytest.raises(ValueError, match="shorter"):
+        StateDag.build(items, parse_repeats(["first text"]))
