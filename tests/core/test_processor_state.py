@@ -230,3 +230,102 @@ def test_events_without_positions_follow_one_another() -> None:
     processor.apply(make_retrieval())
     bundle = processor.apply(make_finalize())
     assert bundle is not None and bundle.bundle_id == "c-1:1"
+
+
+def test_events_without_positions_are_numbered_from_zero_each_one_past_the_last() -> None:
+    processor = ContextProcessor(BundleConfig())
+    processor.apply(make_retrieval(items=[make_item(id="a")]))
+    processor.apply(make_retrieval(items=[make_item(id="b")]), position=5)
+    processor.apply(make_retrieval(items=[make_item(id="c")]))
+    window = processor.conversations["c-1"].window
+    assert {item.id: item.revision for item in window.items.values()} == {"a": 0, "b": 5, "c": 6}
+    state = processor.state_of("c-1")
+    assert state is not None and state.position == 6
+
+
+def test_stream_time_is_the_latest_event_time_seen_and_zero_before_any() -> None:
+    processor = ContextProcessor(BundleConfig())
+    assert processor.stream_time_ms == 0
+    processor.apply(make_retrieval(ts=0), position=1)
+    assert processor.stream_time_ms == 0
+    processor.apply(make_retrieval(conversation_id="c-2", ts=T0), position=2)
+    processor.apply(make_retrieval(conversation_id="c-3", ts=T0 - 5), position=3)
+    assert processor.stream_time_ms == T0
+
+
+def test_a_merge_tombstones_the_version_it_replaces() -> None:
+    processor = ContextProcessor(BundleConfig(), is_tracking_changes=True)
+    processor.apply(make_retrieval(items=[make_item(id="a", content="first")]), position=1)
+    processor.take_changes()
+    processor.apply(make_retrieval(items=[make_item(id="a", content="second")]), position=2)
+    (change,) = processor.take_changes()
+    assert change.dropped == {("a", 1)}
+    assert {key: item.content for key, item in change.put.items()} == {("a", 2): "second"}
+
+
+def test_recorded_item_outcomes_name_their_conversation_event_time_and_position() -> None:
+    processor = ContextProcessor(BundleConfig(), is_recording_items=True)
+    processor.apply(make_retrieval(conversation_id="c-7", ts=T0 + 3), position=4)
+    (event,) = processor.take_item_events()
+    assert (event.conversation_id, event.ts, event.position) == ("c-7", T0 + 3, 4)
+    assert (event.result.item_id, event.result.status) == ("it-1", "accepted")
+
+
+def _released_at(position: int) -> ContextProcessor:
+    """A processor (TTL 1 h) whose conversation c-1, last touched at T0 and `position`, was
+    released as idle: c-2 moved stream time past the TTL."""
+    processor = ContextProcessor(BundleConfig(conversation_ttl_hours=1.0))
+    processor.apply(make_retrieval(items=[make_item(id="old")]), position=position)
+    processor.apply(make_retrieval(conversation_id="c-2", ts=T0 + 2 * HOUR_MS), position=50)
+    assert processor.release_idle() == 1
+    return processor
+
+
+def test_a_released_conversation_skips_a_replay_of_its_last_event() -> None:
+    processor = _released_at(7)
+    assert processor.apply(make_retrieval(items=[make_item(id="old")]), position=7) is None
+    assert "c-1" not in processor.conversations
+
+
+def test_a_released_conversation_restarts_afresh_on_an_event_past_its_ttl() -> None:
+    processor = _released_at(7)
+    later = T0 + HOUR_MS + 1
+    processor.apply(make_retrieval(items=[make_item(id="new")], ts=later), position=51)
+    bundle = processor.apply(make_finalize(ts=later), position=52)
+    assert bundle is not None
+    assert ([item.id for item in bundle.items], bundle.seq) == (["new"], 1)
+
+
+def test_at_exactly_the_ttl_a_held_conversation_goes_on_and_a_released_one_needs_a_restore() -> (
+    None
+):
+    held = ContextProcessor(BundleConfig(conversation_ttl_hours=1.0))
+    held.apply(make_retrieval(items=[make_item(id="old")]), position=7)
+    bundle = held.apply(make_finalize(ts=T0 + HOUR_MS), position=51)
+    assert bundle is not None and [item.id for item in bundle.items] == ["old"]
+    released = _released_at(7)
+    with pytest.raises(ConversationReleasedError, match="conversation 'c-1' was released") as err:
+        released.apply(make_finalize(ts=T0 + HOUR_MS), position=51)
+    assert err.value.conversation_id == "c-1"
+
+
+def test_an_end_within_the_ttl_ends_a_released_conversation_without_a_restore() -> None:
+    processor = _released_at(7)
+    assert processor.apply(make_end(ts=T0 + HOUR_MS // 2), position=51) is None
+    assert processor.apply(make_retrieval(ts=T0 + HOUR_MS // 2), position=51) is None
+    processor.apply(make_retrieval(items=[make_item(id="new")], ts=T0 + HOUR_MS), position=52)
+    bundle = processor.apply(make_finalize(ts=T0 + HOUR_MS), position=53)
+    assert bundle is not None
+    assert ([item.id for item in bundle.items], bundle.seq) == (["new"], 1)
+
+
+def test_an_end_of_a_held_conversation_records_the_ends_position() -> None:
+    processor = ContextProcessor(
+        BundleConfig(conversation_ttl_hours=None), is_tracking_changes=True
+    )
+    processor.apply(make_retrieval(), position=1)
+    processor.take_changes()
+    processor.apply(make_end(ts=T0 + 5), position=4)
+    (change,) = processor.take_changes()
+    assert change.dropped == {("it-1", 1)}
+    assert (change.state.is_ended, change.state.position, change.state.last_ts) == (True, 4, T0)

@@ -285,3 +285,27 @@ def test_bundle_counted_in_o200k_names_it_and_counts_exactly() -> None:
     assert bundle.stats.tokenizer == "o200k_base"
     assert bundle.stats.tokens_bundle == get_tokenizer("o200k_base").count(bundle.context)
     assert bundle.stats.tokens_bundle != _tokenizer.count(bundle.context)
+
+
+class _CharCounter:
+    """A tokenizer of one token per character: counts no real encoding could give."""
+
+    name = "chars"
+
+    def count(self, text: str) -> int:
+        return len(text)
+
+    def encode(self, text: str) -> list[int]:
+        return [ord(char) for char in text]
+
+    def count_segment(self, key: object, text: str) -> int:
+        return len(text)
+
+
+def test_a_processor_counts_with_the_tokenizer_it_is_given() -> None:
+    processor = ContextProcessor(BundleConfig(), tokenizer=_CharCounter())
+    processor.apply(make_retrieval(items=[make_item(content="one two three four")]), position=1)
+    bundle = processor.apply(make_finalize(max_tokens=10_000), position=2)
+    assert bundle is not None
+    assert bundle.stats.tokenizer == "chars"
+    assert bundle.stats.tokens_bundle == len(bundle.context)
