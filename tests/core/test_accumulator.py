@@ -431,3 +431,11 @@ def test_windows_share_one_mapping_per_attribute_set_and_one_list_per_tag_list_u
     again = held(second, "f", "go")
     assert again == go
     assert all(x is not y for x, y in zip(again, go, strict=True))
+
+
+def test_an_item_keeps_the_revision_it_was_added_or_merged_at_and_zero_without_one() -> None:
+    acc = _window()
+    acc.add(make_item(id="a"), now_ms=T0)
+    acc.add(make_item(id="b"), now_ms=T0, revision=5)
+    acc.add(make_item(id="b", content="again"), now_ms=T0, revision=9)
+    assert {item.id: item.revision for item in acc.items.values()} == {"a": 0, "b": 9}

@@ -152,3 +152,41 @@ def test_table_is_not_mutated() -> None:
 
 def test_config_error_is_a_stream_ctx_error() -> None:
     assert issubclass(ConfigError, StreamCtxError)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"max_items": 0}, "`bundle.max_items` must be an integer >= 1, got 0"),
+        (
+            {"recency_weight": 1.1, "salience_weight": 0.0},
+            "`bundle.recency_weight` must be a number in [0, 1], got 1.1",
+        ),
+        (
+            {"recency_weight": 1.0, "salience_weight": -0.1},
+            "`bundle.salience_weight` must be a number in [0, 1], got -0.1",
+        ),
+        (
+            {"recency_weight": 0.9, "salience_weight": 0.9},
+            "`bundle.recency_weight + salience_weight` must be a sum within 0.2 of 1.0, got 1.8",
+        ),
+        (
+            {"min_salience_threshold": 1.5},
+            "`bundle.min_salience_threshold` must be a number in [0, 1], got 1.5",
+        ),
+        (
+            {"recency_half_life_days": 0.0},
+            "`bundle.recency_half_life_days` must be a number > 0, got 0.0",
+        ),
+        ({"max_tokens": 0}, "`bundle.max_tokens` must be an integer >= 1, got 0"),
+        (
+            {"conversation_ttl_hours": 0.0},
+            "`bundle.conversation_ttl_hours` must be a number > 0, got 0.0",
+        ),
+    ],
+)
+def test_each_refusal_says_which_key_what_it_must_be_and_the_value(
+    kwargs: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=f"^{re.escape(message)}$"):
+        BundleConfig(**kwargs)
