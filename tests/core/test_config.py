@@ -190,3 +190,7 @@ def test_each_refusal_says_which_key_what_it_must_be_and_the_value(
 ) -> None:
     with pytest.raises(ConfigError, match=f"^{re.escape(message)}$"):
         BundleConfig(**kwargs)
+
+
+def test_a_budget_of_one_token_is_accepted() -> None:
+    assert BundleConfig(max_tokens=1).max_tokens == 1

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from stream_ctx.core import tokenizer as tokenizer_module
 from stream_ctx.core.config import BundleConfig
 from stream_ctx.core.processor import ContextProcessor
 from stream_ctx.core.render import render_lean, render_naive
@@ -309,3 +310,14 @@ def test_a_processor_counts_with_the_tokenizer_it_is_given() -> None:
     assert bundle is not None
     assert bundle.stats.tokenizer == "chars"
     assert bundle.stats.tokens_bundle == len(bundle.context)
+
+
+def test_get_tokenizer_makes_one_counter_per_encoding_and_hands_it_out_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A registry of its own: the process-wide one already holds what other tests asked for.
+    monkeypatch.setattr(tokenizer_module, "_shared", {})
+    first = get_tokenizer("o200k_base")
+    assert isinstance(first, BpeTokenizer) and first.name == "o200k_base"
+    assert get_tokenizer("o200k_base") is first
+    assert tokenizer_module.shared_tokenizers() == {"o200k_base": first}
