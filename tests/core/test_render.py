@@ -4,6 +4,7 @@ escaped only where content looks like framing; and the fixed naive baseline."""
 from __future__ import annotations
 
 import random
+import uuid
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -430,3 +431,32 @@ def test_every_bundle_of_a_long_conversation_counts_its_context_exactly(
         )
         assert bundle is not None
         assert bundle.stats.tokens_bundle == tokenizer.count(bundle.context)
+
+
+def test_a_value_that_is_the_items_id_stem_is_written_as_a_tilde_and_others_as_given() -> None:
+    # Fresh in every run, also in a process forked from one that ran this test (mutmut's):
+    # header parts are memoized process-wide, so only metadata never seen is rendered anew.
+    fresh = uuid.uuid4().hex[:12]
+    source = f"doc-{fresh}"
+    processor = ContextProcessor(BundleConfig())
+    items = [
+        make_item(
+            id=f"{source}:1",
+            salience=0.9,
+            content="first text",
+            attributes={"source": source, "lang": fresh},
+        ),
+        make_item(
+            id=f"{source}:2", content="second text", attributes={"source": source, "lang": "go"}
+        ),
+    ]
+    processor.apply(make_retrieval(items=items), position=1)
+    bundle = processor.apply(make_finalize(), position=2)
+    assert bundle is not None
+    assert bundle.context == (
+        f"§1 {source}:1 (chunk) source=~ lang={fresh}\nfirst text\n§2 ~2 ^1 lang=go\nsecond text\n"
+    )
+    assert [(r.id, r.attributes) for r in read_context(bundle.context)] == [
+        (f"{source}:1", {"source": source, "lang": fresh}),
+        (f"{source}:2", {"source": source, "lang": "go"}),
+    ]
