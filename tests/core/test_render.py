@@ -433,30 +433,40 @@ def test_every_bundle_of_a_long_conversation_counts_its_context_exactly(
         assert bundle.stats.tokens_bundle == tokenizer.count(bundle.context)
 
 
-def test_a_value_that_is_the_items_id_stem_is_written_as_a_tilde_and_others_as_given() -> None:
+def test_new_metadata_is_written_in_full_then_as_changes_to_a_base_item() -> None:
     # Fresh in every run, also in a process forked from one that ran this test (mutmut's):
-    # header parts are memoized process-wide, so only metadata never seen is rendered anew.
+    # header parts and their differences are memoized process-wide, so only metadata never seen
+    # is rendered anew.
     fresh = uuid.uuid4().hex[:12]
     source = f"doc-{fresh}"
+    common = {"source": source, "team": "platform services", "region": "europe-west"}
+    first = {**common, "lang": fresh, "owner": "core"}
+    second = {**common, "lang": "go"}
     processor = ContextProcessor(BundleConfig())
     items = [
         make_item(
             id=f"{source}:1",
             salience=0.9,
             content="first text",
-            attributes={"source": source, "lang": fresh},
+            attributes=first,
+            tags=["auth", "billing", "search", fresh],
         ),
         make_item(
-            id=f"{source}:2", content="second text", attributes={"source": source, "lang": "go"}
+            id=f"{source}:2",
+            content="second text",
+            attributes=second,
+            tags=["auth", "billing", "search", f"{fresh}-2"],
         ),
     ]
     processor.apply(make_retrieval(items=items), position=1)
     bundle = processor.apply(make_finalize(), position=2)
     assert bundle is not None
     assert bundle.context == (
-        f"§1 {source}:1 (chunk) source=~ lang={fresh}\nfirst text\n§2 ~2 ^1 lang=go\nsecond text\n"
+        f'§1 {source}:1 (chunk) source=~ team="platform services" region=europe-west'
+        f" lang={fresh} owner=core #auth #billing #search #{fresh}\nfirst text\n"
+        f"§2 ~2 ^1 lang=go -owner -#{fresh} #{fresh}-2\nsecond text\n"
     )
-    assert [(r.id, r.attributes) for r in read_context(bundle.context)] == [
-        (f"{source}:1", {"source": source, "lang": fresh}),
-        (f"{source}:2", {"source": source, "lang": "go"}),
+    assert [(r.id, r.attributes, r.tags) for r in read_context(bundle.context)] == [
+        (f"{source}:1", first, ["auth", "billing", "search", fresh]),
+        (f"{source}:2", second, ["auth", "billing", "search", f"{fresh}-2"]),
     ]
