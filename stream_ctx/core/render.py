@@ -61,6 +61,8 @@ _KEY_BYTES = 16
 _TOKENISH = re.compile(r" ?[^\W\d_]+| ?\d{1,3}| ?[^\w\s]+| ?_+|\s+")
 # Bases are looked for among this many items before: headers stay linear in the window.
 _BASE_WINDOW = 16
+# What naming a base (` ^k`) costs at the least: ` ^` and one run of digits (_reference_cost).
+_MIN_REFERENCE_COST = 2
 
 
 def atom(text: str) -> str:
@@ -228,6 +230,8 @@ def _best_base(parts: list[_HeaderParts], n: int) -> tuple[int | None, str]:
         if priced is None:
             continue
         diff, diff_cost = priced
+        if diff_cost + _MIN_REFERENCE_COST >= best_cost:
+            continue  # naming any base costs at least that much: no need to price this one
         cost = _reference_cost(k) + diff_cost
         if cost < best_cost:
             best, best_cost = (k, diff), cost
@@ -324,7 +328,11 @@ def _attribute_part(stem: str | None, name: str, value: str) -> Priced:
 
 
 def _joined(parts: Sequence[Priced]) -> Priced:
-    return "".join(text for text, _ in parts), sum(cost for _, cost in parts)
+    text, cost = "", 0
+    for part_text, part_cost in parts:  # a plain loop: these lists are short, and many
+        text += part_text
+        cost += part_cost
+    return text, cost
 
 
 def _reference_cost(k: int) -> int:
