@@ -24,7 +24,14 @@ from stream_ctx.core.accumulator import (
 from stream_ctx.core.assembler import Assembly, DagContextAssembler
 from stream_ctx.core.bundle import Bundle, BundleItem, BundleStats
 from stream_ctx.core.config import BundleConfig
-from stream_ctx.core.delta import Delta, SentState, plan_delta, sent_after
+from stream_ctx.core.delta import (
+    Delta,
+    SentState,
+    pack_sent,
+    plan_delta,
+    sent_after,
+    unpack_sent,
+)
 from stream_ctx.core.events import End, Event, Finalize, Retrieval
 from stream_ctx.core.prefix import pack_context, tokens_prefix_reused
 from stream_ctx.core.tokenizer import Tokenizer, get_tokenizer
@@ -109,7 +116,8 @@ class _Conversation:
     last_ts: int
     position: int
     previous_context: bytes | None = None
-    sent: SentState | None = None
+    # The SentState, packed (pack_sent): held by every conversation, read only at a finalize.
+    sent: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,8 +231,9 @@ class ContextProcessor:
             self.conversations.pop(conversation_id, None)
             return
         window = BundleAccumulator(self.config, counters=state.counters, items=items)
+        sent = pack_sent(state.sent) if state.sent is not None else None
         self.conversations[conversation_id] = _Conversation(
-            window, state.last_ts, state.position, previous_context, state.sent
+            window, state.last_ts, state.position, previous_context, sent
         )
 
     def release_idle(self) -> int:
@@ -288,7 +297,7 @@ class ContextProcessor:
             conv = self.conversations.get(change.conversation_id)
             if conv is not None:
                 change.state.window = [(it.id, it.revision) for it in conv.window.items.values()]
-                change.state.sent = conv.sent
+                change.state.sent = unpack_sent(conv.sent) if conv.sent is not None else None
         return changes
 
     def state_of(self, conversation_id: str) -> ConversationState | None:
@@ -333,7 +342,8 @@ class ContextProcessor:
         )
         blocks = assembly.blocks_by_id()
         seq = window.counters.seq
-        previous, delta = conv.sent, None
+        previous = unpack_sent(conv.sent) if conv.sent is not None else None
+        delta = None
         mode = event.mode or self.config.mode
         if mode == "delta" and previous is not None and event.history is None:
             delta = plan_delta(assembly, previous, seq=seq, tokenizer=self.tokenizer)
@@ -343,7 +353,8 @@ class ContextProcessor:
             reused = tokens_prefix_reused(
                 conv.previous_context, assembly.context, assembly.segments, self.tokenizer
             )
-        conv.sent = sent_after(assembly, previous, seq=seq, delta=delta)
+        sent = sent_after(assembly, previous, seq=seq, delta=delta)
+        conv.sent = pack_sent(sent)
         bundle = Bundle(
             bundle_id=f"{cid}:{seq}",
             conversation_id=cid,
@@ -371,7 +382,7 @@ class ContextProcessor:
             blocks=assembly.dag.blocks,
             shared=assembly.dag.shared,
             context=assembly.context,
-            stats=self._stats(window, assembly, len(ranked), reused, conv.sent),
+            stats=self._stats(window, assembly, len(ranked), reused, sent),
         )
         if delta is not None:
             bundle = _as_delta(bundle, delta, assembly)
