@@ -15,7 +15,7 @@ characters (as `str.split` finds them); runs of word characters count as well, s
 from __future__ import annotations
 
 import re
-from bisect import bisect_left, bisect_right
+from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -75,15 +75,14 @@ def _parse_one(
 ) -> list[Piece]:
     raw, base = encoded[n], starts[n]
     window = lpf[base : base + len(raw)]
-    where = np.flatnonzero(window >= MIN_FACTOR_CHARS)
-    candidates: list[int] = where.tolist()  # Python ints: the loop below indexes them often
-    longest: list[int] = window[where].tolist()
+    # Often most positions: the loop reads only those it visits, not a list of them all.
+    candidates = np.flatnonzero(window >= MIN_FACTOR_CHARS)
     pieces: list[Piece] = []
     literal_from = 0
     k = 0
     while k < len(candidates):
-        pos = candidates[k]
-        length = min(longest[k], len(raw) - pos)
+        pos = int(candidates[k])
+        length = min(int(window[pos]), len(raw) - pos)
         k += 1
         if raw[pos] & 0xC0 == 0x80:
             continue  # inside a character: the factor starting at its first byte is tried too
@@ -99,7 +98,7 @@ def _parse_one(
             pieces.append(raw[literal_from:pos].decode("utf-8", "surrogatepass"))
         pieces.append(Ref(source, start, len(text)))
         literal_from = pos + length
-        k = bisect_left(candidates, literal_from, k)
+        k = int(candidates.searchsorted(literal_from))
     if literal_from < len(raw):
         pieces.append(raw[literal_from:].decode("utf-8", "surrogatepass"))
     return pieces
