@@ -470,3 +470,77 @@ def test_new_metadata_is_written_in_full_then_as_changes_to_a_base_item() -> Non
         (f"{source}:1", first, ["auth", "billing", "search", fresh]),
         (f"{source}:2", second, ["auth", "billing", "search", f"{fresh}-2"]),
     ]
+
+
+def _lean_context(items: list[RetrievedItem]) -> str:
+    processor = ContextProcessor(BundleConfig())
+    processor.apply(make_retrieval(items=items), position=1)
+    bundle = processor.apply(make_finalize(), position=2)
+    assert bundle is not None
+    return bundle.context
+
+
+def test_a_header_names_a_base_only_when_that_costs_fewer_tokens_than_writing_it_out() -> None:
+    def two(tags: list[str]) -> list[RetrievedItem]:
+        return [
+            make_item(id="one", salience=0.9, content="first", attributes={"b2": "x"}, tags=tags),
+            make_item(id="two", salience=0.8, content="second", attributes={"a": "1"}, tags=tags),
+        ]
+
+    # ` ^1 a=1 -b2` is estimated at 8 tokens (` ^1` costs 2): as much as ` (chunk) a=1 #t`.
+    assert _lean_context(two(["t"])) == (
+        "§1 one (chunk) b2=x #t\nfirst\n§2 two (chunk) a=1 #t\nsecond\n"
+    )
+    # One more shared tag makes writing it out cost 10: the base is named.
+    assert _lean_context(two(["t", "u"])) == (
+        "§1 one (chunk) b2=x #t #u\nfirst\n§2 two ^1 a=1 -b2\nsecond\n"
+    )
+
+
+def test_a_header_looks_past_an_earlier_item_its_tags_cannot_be_written_from() -> None:
+    metadata = {"attributes": {"lang": "go", "team": "core"}}
+    items = [
+        make_item(id="a", salience=0.9, content="first", tags=["x", "y"], **metadata),
+        make_item(id="b", salience=0.8, content="second", tags=["y", "x"], **metadata),
+        make_item(id="c", salience=0.7, content="third", tags=["x", "y"], **metadata),
+    ]
+    assert _lean_context(items) == (
+        "§1 a (chunk) lang=go team=core #x #y\nfirst\n"
+        "§2 b (chunk) lang=go team=core #y #x\nsecond\n"
+        "§3 c ^1\nthird\n"
+    )
+
+
+def test_a_lead_look_alike_right_after_a_reference_is_written_as_it_is() -> None:
+    passage = " ".join(f"word{n}" for n in range(30))
+    tail = "§2 looks like a lead"
+    context = _lean_context(
+        [
+            make_item(id="a", salience=0.9, content=passage),
+            make_item(id="b", salience=0.8, content=passage + tail),
+        ]
+    )
+    assert context.endswith(f"§2 b ^1\n«1»{tail}\n")
+    assert [r.content for r in read_context(context)] == [passage, passage + tail]
+
+
+def test_naming_a_base_numbered_1000_or_more_costs_a_token_more() -> None:
+    # ` ^1 a=1 -b` is estimated at 7 tokens, ` (chunk) a=1 #t` at 8; ` ^1000` costs one more
+    # than ` ^1` (3: ` ^`, `100`, `0`), so the same header is written out after 999 others.
+    def last_entries(fillers: int) -> list[str]:
+        items = [
+            make_context_item(id=f"f{n}", kind="filler", content=str(n), attributes={"f": str(n)})
+            for n in range(fillers)
+        ]
+        items += [
+            make_context_item(id="one", content="first", attributes={"b": "x"}, tags=["t"]),
+            make_context_item(id="two", content="second", attributes={"a": "1"}, tags=["t"]),
+        ]
+        segments = render_lean(items, parse_repeats([item.content for item in items]))
+        return "".join(text for _, text in segments).split("§")[-2:]
+
+    assert last_entries(0) == ["1 one (chunk) b=x #t\nfirst\n", "2 two ^1 a=1 -b\nsecond\n"]
+    assert last_entries(999) == [
+        "1000 one (chunk) b=x #t\nfirst\n",
+        "1001 two (chunk) a=1 #t\nsecond\n",
+    ]
