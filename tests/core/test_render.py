@@ -544,3 +544,39 @@ def test_naming_a_base_numbered_1000_or_more_costs_a_token_more() -> None:
         "1000 one (chunk) b=x #t\nfirst\n",
         "1001 two (chunk) a=1 #t\nsecond\n",
     ]
+
+
+def test_an_entry_is_cut_after_its_header_so_the_baseline_shares_its_texts_count() -> None:
+    item = make_context_item(
+        id="one", content="some content here.", attributes={"team": "platform services"}
+    )
+    lean = render_lean([item], parse_repeats([item.content]))
+    naive = render_naive([item])
+    assert [text for _, text in lean] == [
+        "§1",
+        ' one (chunk) team="platform services"\n',
+        "some content here",
+        ".\n",
+    ]
+    # The headers differ (the lean one quotes the value); the content's segment is the same.
+    assert set(lean) & set(naive) == {lean[2]}
+
+
+def test_a_header_takes_the_cheapest_base_not_the_nearest_that_beats_writing_it_out() -> None:
+    def item(item_id: str, salience: float, **attributes: str) -> RetrievedItem:
+        return make_item(id=item_id, salience=salience, content=item_id, attributes=attributes)
+
+    context = _lean_context(
+        [
+            item("a", 0.9, lang="go", team="core", region="eu"),
+            item("b", 0.8, lang="go", team="web", region="us"),
+            item("c", 0.7, lang="go", team="core", region="eu", owner="x"),
+        ]
+    )
+    assert context.endswith("§3 c ^1 owner=x\nc\n")
+
+
+def test_an_empty_value_is_not_taken_for_the_ids_stem() -> None:
+    context = _lean_context([make_item(id="document:1", content="text", attributes={"note": ""})])
+    assert context == '§1 document:1 (chunk) note=""\ntext\n'
+    assert read_context(context)[0].attributes == {"note": ""}
