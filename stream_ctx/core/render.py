@@ -55,8 +55,10 @@ _STEM = re.compile(r".*[:#/]", re.DOTALL)
 _MIN_STEM_CHARS = 8
 _LINE_START_LOOKALIKE = re.compile(r"(?<=\n)(?=\\*§\d)")
 _AT_START_LOOKALIKE = re.compile(r"\\*§\d")
-# Count-cache keys hash the segment text: 128 bits, so no two texts ever share a count.
+# Count-cache keys hash the segment text: 128 bits, so no two texts ever share a count. A text
+# up to _KEY_CHARS long is its own key: hashing it would cost more than comparing it.
 _KEY_BYTES = 16
+_KEY_CHARS = 64
 # Roughly how cl100k splits a header: a word or a punctuation run, each with its leading space.
 _TOKENISH = re.compile(r" ?[^\W\d_]+| ?\d{1,3}| ?[^\w\s]+| ?_+|\s+")
 # Bases are looked for among this many items before: headers stay linear in the window.
@@ -146,9 +148,12 @@ def _entry(lead: str, rest: str) -> list[Segment]:
     segments: list[Segment] = [(lead, lead)]
     for start, end in pairwise([0, *cuts, len(rest)]):
         text = rest[start:end]
-        key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=_KEY_BYTES)
-        segments.append((key.digest(), text))
+        segments.append((text if len(text) <= _KEY_CHARS else _text_key(text), text))
     return segments
+
+
+def _text_key(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=_KEY_BYTES).digest()
 
 
 def _after_last_word(text: str, start: int) -> int:
