@@ -580,3 +580,19 @@ def test_an_empty_value_is_not_taken_for_the_ids_stem() -> None:
     context = _lean_context([make_item(id="document:1", content="text", attributes={"note": ""})])
     assert context == '§1 document:1 (chunk) note=""\ntext\n'
     assert read_context(context)[0].attributes == {"note": ""}
+
+
+def test_a_header_looks_past_an_earlier_item_that_costs_more_to_name_than_writing_it_out() -> None:
+    def item(item_id: str, salience: float, **attributes: str) -> RetrievedItem:
+        return make_item(id=item_id, salience=salience, content=item_id, attributes=attributes)
+
+    context = _lean_context(
+        [
+            item("a", 0.9, lang="go", team="core", region="eu"),
+            item("b", 0.8, owner="someone", area="billing", tier="gold"),
+            item("c", 0.7, lang="go", team="core", region="eu", owner="x"),
+        ]
+    )
+    assert context.endswith(
+        "§2 b (chunk) owner=someone area=billing tier=gold\nb\n§3 c ^1 owner=x\nc\n"
+    )
