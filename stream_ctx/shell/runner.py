@@ -29,6 +29,7 @@ from stream_ctx.core.bundle import Bundle, BundleStats
 from stream_ctx.core.codec import encode_bundle
 from stream_ctx.core.events import Event
 from stream_ctx.core.processor import ContextProcessor, Restored
+from stream_ctx.core.tokenizer import get_tokenizer
 from stream_ctx.errors import ConversationReleasedError, InvalidEventError, StreamCtxError
 from stream_ctx.shell import clients
 from stream_ctx.shell.admin import ensure_topics, partition_counts
@@ -44,6 +45,7 @@ from stream_ctx.shell.checkpoint import Checkpoint
 from stream_ctx.shell.connection import client_kwargs
 from stream_ctx.shell.dead_letter import send_dead_letter
 from stream_ctx.shell.fetch import DECODE_ERRORS, Batch, fetch_isolating
+from stream_ctx.shell.heap import startup_heap_frozen
 from stream_ctx.shell.inspector.history import History
 from stream_ctx.shell.intake import read_event
 from stream_ctx.shell.metrics import Health, Metrics
@@ -170,6 +172,19 @@ class Runner:
         counts = await partition_counts(self._kwargs, self.settings.kafka.input_topics)
         self._dlq_partitions = max(counts.values())
         await ensure_topics(self._kwargs, topics_to_create(self.settings, counts))
+        get_tokenizer(self.settings.bundle.tokenizer)  # loaded first, so its tables are frozen too
+        with startup_heap_frozen():
+            await self._run_sessions(task_status)
+        log.info(
+            "stopped: %d events, %d bundles, %d dead letters",
+            self.stats.events,
+            self.stats.bundles,
+            self.stats.dead_letters,
+        )
+        return self.stats
+
+    async def _run_sessions(self, task_status: anyio.abc.TaskStatus[None]) -> None:
+        """Sessions until stopped: a transient broker fault starts a new one after a backoff."""
         backoff, lost_at = Backoff(), None
         while True:
             try:
@@ -198,13 +213,6 @@ class Runner:
                 await self.stop.wait()
             if self.stop.is_set():
                 break
-        log.info(
-            "stopped: %d events, %d bundles, %d dead letters",
-            self.stats.events,
-            self.stats.bundles,
-            self.stats.dead_letters,
-        )
-        return self.stats
 
     async def _session(
         self, task_status: anyio.abc.TaskStatus[None], *, lost_at: float | None
