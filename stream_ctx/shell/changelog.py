@@ -106,7 +106,9 @@ class RestoredPartition:
         groups: dict[str, ConversationRecords] = {}
         for key, value in self._latest.items():
             kind, cid = _key_decoder.decode(key)[:2]
-            group = groups.setdefault(str(cid), ConversationRecords())
+            group = groups.get(str(cid))
+            if group is None:  # not setdefault: that would build a spare group per record
+                group = groups[str(cid)] = ConversationRecords()
             if kind == "s":
                 group.state = value
             elif kind == "p":
