@@ -45,7 +45,7 @@ from stream_ctx.shell.checkpoint import Checkpoint
 from stream_ctx.shell.connection import client_kwargs
 from stream_ctx.shell.dead_letter import send_dead_letter
 from stream_ctx.shell.fetch import DECODE_ERRORS, Batch, fetch_isolating
-from stream_ctx.shell.heap import startup_heap_frozen
+from stream_ctx.shell.heap import run_heap
 from stream_ctx.shell.inspector.history import History
 from stream_ctx.shell.intake import read_event
 from stream_ctx.shell.metrics import Health, Metrics
@@ -173,7 +173,7 @@ class Runner:
         self._dlq_partitions = max(counts.values())
         await ensure_topics(self._kwargs, topics_to_create(self.settings, counts))
         get_tokenizer(self.settings.bundle.tokenizer)  # loaded first, so its tables are frozen too
-        with startup_heap_frozen():
+        with run_heap():
             await self._run_sessions(task_status)
         log.info(
             "stopped: %d events, %d bundles, %d dead letters",

@@ -2,12 +2,12 @@ import gc
 
 import pytest
 
-from stream_ctx.shell.heap import startup_heap_frozen
+from stream_ctx.shell.heap import run_heap
 
 
 def test_objects_made_before_a_run_are_left_out_of_collections_until_it_ends() -> None:
     made_before = [[]]
-    with startup_heap_frozen():
+    with run_heap():
         made_during = [[]]
         tracked = gc.get_objects()
         assert not any(o is made_before for o in tracked)
@@ -16,7 +16,18 @@ def test_objects_made_before_a_run_are_left_out_of_collections_until_it_ends() -
     assert any(o is made_before for o in gc.get_objects())
 
 
+def test_young_collections_are_rarer_during_a_run_and_as_before_after_it() -> None:
+    before = gc.get_threshold()
+    with run_heap():
+        during = gc.get_threshold()
+    assert during[0] > 10 * before[0]
+    assert during[1:] == before[1:]
+    assert gc.get_threshold() == before
+
+
 def test_the_heap_is_given_back_to_the_collector_when_a_run_fails() -> None:
-    with pytest.raises(RuntimeError, match="session failed"), startup_heap_frozen():
+    before = gc.get_threshold()
+    with pytest.raises(RuntimeError, match="session failed"), run_heap():
         raise RuntimeError("session failed")
     assert gc.get_freeze_count() == 0
+    assert gc.get_threshold() == before
