@@ -25,6 +25,19 @@ def test_young_collections_are_rarer_during_a_run_and_as_before_after_it() -> No
     assert gc.get_threshold() == before
 
 
+def test_overlapping_runs_leave_the_collector_as_it_was_once_the_last_ends() -> None:
+    before = gc.get_threshold()
+    first, second = run_heap(), run_heap()
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)
+    assert gc.get_threshold()[0] > 10 * before[0]  # the second run goes on
+    assert gc.get_freeze_count() > 0
+    second.__exit__(None, None, None)
+    assert gc.get_threshold() == before
+    assert gc.get_freeze_count() == 0
+
+
 def test_the_heap_is_given_back_to_the_collector_when_a_run_fails() -> None:
     before = gc.get_threshold()
     with pytest.raises(RuntimeError, match="session failed"), run_heap():
