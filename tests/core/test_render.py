@@ -600,3 +600,24 @@ def test_a_header_looks_past_an_earlier_item_that_costs_more_to_name_than_writin
     assert context.endswith(
         "§2 b (chunk) owner=someone area=billing tier=gold\nb\n§3 c ^1 owner=x\nc\n"
     )
+
+
+def test_a_content_without_letters_or_digits_gets_no_empty_segment() -> None:
+    # No letter or digit after the header: no cut after the last one, so no segment of nothing.
+    item = make_context_item(id="rule", content="-- ** --\n", attributes={"kind": "hr"})
+    for segments in (render_lean([item], parse_repeats([item.content])), render_naive([item])):
+        assert all(text for _, text in segments)
+        assert len(segments) == 3  # the lead, the header line, the content and what ends it
+
+
+def test_a_segment_up_to_64_characters_is_its_own_count_key_and_a_longer_one_a_digest() -> None:
+    # Cache memory: a long text is held by its 16-byte hash, a short one is cheaper as itself.
+    for length in (64, 65):
+        content = "x" * length + "."  # cut after the last letter: the run of x, then ".\n"
+        item = make_context_item(id="k", content=content)
+        for segments in (render_lean([item], parse_repeats([content])), render_naive([item])):
+            (key,) = [key for key, text in segments if text == "x" * length]
+            if length == 64:
+                assert key == "x" * 64
+            else:
+                assert isinstance(key, bytes) and len(key) == 16
