@@ -621,3 +621,17 @@ def test_a_segment_up_to_64_characters_is_its_own_count_key_and_a_longer_one_a_d
                 assert key == "x" * 64
             else:
                 assert isinstance(key, bytes) and len(key) == 16
+
+
+@pytest.mark.parametrize(
+    ("content", "cut"),
+    [
+        ("a.", "a"),  # the last letter is the text's first character
+        ("wait\u2026", "wait"),  # non-ASCII punctuation after it, no combining mark
+        ("e\u0301a.", "e\u0301a"),  # a combining mark before the last letter, none after it
+    ],
+)
+def test_an_entry_is_cut_just_after_its_last_letter(content: str, cut: str) -> None:
+    item = make_context_item(id=uuid.uuid4().hex, content=content)
+    segments = [text for _, text in render_lean([item], parse_repeats([content]))]
+    assert segments[2:] == [cut, content[len(cut) :] + "\n"]
