@@ -17,7 +17,7 @@ from stream_ctx.core.events import RenderOrder, RetrievedItem
 from stream_ctx.core.processor import ContextProcessor
 from stream_ctx.core.reader import ReadItem, read_context
 from stream_ctx.core.render import READING_GUIDE, atom, render_lean, render_naive
-from stream_ctx.core.repeats import parse_repeats
+from stream_ctx.core.repeats import Ref, parse_repeats
 from stream_ctx.core.scoring import rank_key
 from stream_ctx.core.tokenizer import get_tokenizer
 from tests.factories import (
@@ -635,3 +635,21 @@ def test_an_entry_is_cut_just_after_its_last_letter(content: str, cut: str) -> N
     item = make_context_item(id=uuid.uuid4().hex, content=content)
     segments = [text for _, text in render_lean([item], parse_repeats([content]))]
     assert segments[2:] == [cut, content[len(cut) :] + "\n"]
+
+
+def test_an_id_stem_of_exactly_eight_characters_is_abbreviated() -> None:
+    first, second = (make_context_item(id=f"abcdefg:{n}", content=f"text {n}") for n in (1, 2))
+    context = "".join(t for _, t in render_lean([first, second], parse_repeats(["a", "b"])))
+    assert "\n§2 ~2 ^1\n" in context
+
+
+def test_render_lean_refuses_parsed_contents_for_another_number_of_items() -> None:
+    items = [make_context_item(id=f"i{n}", content="text") for n in range(2)]
+    with pytest.raises(ValueError, match="zip"):
+        render_lean(items, [["text"]])
+
+
+def test_a_repeat_whose_second_word_starts_after_its_first_64_characters_is_shared() -> None:
+    # Its head (the first 64 characters) holds one word; the whole stretch holds exactly two.
+    passage = "a" * 70 + " b"
+    assert parse_repeats([passage, "z " + passage])[1] == ["z ", Ref(0, 0, len(passage))]
