@@ -653,3 +653,16 @@ def test_a_repeat_whose_second_word_starts_after_its_first_64_characters_is_shar
     # Its head (the first 64 characters) holds one word; the whole stretch holds exactly two.
     passage = "a" * 70 + " b"
     assert parse_repeats([passage, "z " + passage])[1] == ["z ", Ref(0, 0, len(passage))]
+
+
+def test_a_repeat_of_exactly_30_characters_is_shared() -> None:
+    passage = "abcde fghij klmno pqrst uvwxyz"  # MIN_FACTOR_CHARS long, and five words
+    assert len(passage) == 30
+    assert parse_repeats(["<" + passage + ">", "(" + passage + ")"])[1] == ["(", Ref(0, 1, 30), ")"]
+
+
+def test_a_repeat_starts_at_the_first_place_its_words_allow_after_one_they_do_not() -> None:
+    # From `a` the stretch holds one word (`ab`); one character on it holds two (`b`, `ab`).
+    passage = "ab " * 20
+    pieces = parse_repeats(["(" + passage + ")", "[" + passage + "]"])[1]
+    assert pieces == ["[a", Ref(0, 2, len(passage) - 1), "]"]
