@@ -666,3 +666,16 @@ def test_a_repeat_starts_at_the_first_place_its_words_allow_after_one_they_do_no
     passage = "ab " * 20
     pieces = parse_repeats(["(" + passage + ")", "[" + passage + "]"])[1]
     assert pieces == ["[a", Ref(0, 2, len(passage) - 1), "]"]
+
+
+def test_a_repeat_starts_after_a_rejected_place_and_the_middle_of_a_character() -> None:
+    # From `é` the stretch holds one word; the next byte is inside `é`; the next `é` starts two.
+    passage = "éé " * 20
+    pieces = parse_repeats(["(" + passage + ")", "[" + passage + "]"])[1]
+    assert pieces == ["[é", Ref(0, 2, len(passage) - 1), "]"]
+
+
+def test_a_repeat_ends_before_a_character_whose_first_byte_alone_is_shared() -> None:
+    shared = "the shared stretch of several words "
+    # `é` and `è` share their first UTF-8 byte: the copy stops before the character.
+    assert parse_repeats([shared + "é", shared + "è"])[1] == [Ref(0, 0, len(shared)), "è"]
