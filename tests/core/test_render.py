@@ -679,3 +679,8 @@ def test_a_repeat_ends_before_a_character_whose_first_byte_alone_is_shared() -> 
     shared = "the shared stretch of several words "
     # `é` and `è` share their first UTF-8 byte: the copy stops before the character.
     assert parse_repeats([shared + "é", shared + "è"])[1] == [Ref(0, 0, len(shared)), "è"]
+
+
+def test_a_repeat_holding_a_lone_surrogate_is_shared() -> None:
+    shared = "words before \ud800 and words after it "
+    assert parse_repeats([shared + "!", shared + "?"])[1] == [Ref(0, 0, len(shared)), "?"]
