@@ -566,15 +566,17 @@ def test_an_entry_is_cut_after_its_header_so_the_baseline_shares_its_texts_count
     assert set(lean) & set(naive) == {lean[2]}
 
 
-def test_a_header_takes_the_cheapest_base_not_the_nearest_that_beats_writing_it_out() -> None:
-    def item(item_id: str, salience: float, **attributes: str) -> RetrievedItem:
-        return make_item(id=item_id, salience=salience, content=item_id, attributes=attributes)
+def _named(item_id: str, salience: float, **attributes: str) -> RetrievedItem:
+    """An item whose content is its id."""
+    return make_item(id=item_id, salience=salience, content=item_id, attributes=attributes)
 
+
+def test_a_header_takes_the_cheapest_base_not_the_nearest_that_beats_writing_it_out() -> None:
     context = _lean_context(
         [
-            item("a", 0.9, lang="go", team="core", region="eu"),
-            item("b", 0.8, lang="go", team="web", region="us"),
-            item("c", 0.7, lang="go", team="core", region="eu", owner="x"),
+            _named("a", 0.9, lang="go", team="core", region="eu"),
+            _named("b", 0.8, lang="go", team="web", region="us"),
+            _named("c", 0.7, lang="go", team="core", region="eu", owner="x"),
         ]
     )
     assert context.endswith("§3 c ^1 owner=x\nc\n")
@@ -587,14 +589,11 @@ def test_an_empty_value_is_not_taken_for_the_ids_stem() -> None:
 
 
 def test_a_header_looks_past_an_earlier_item_that_costs_more_to_name_than_writing_it_out() -> None:
-    def item(item_id: str, salience: float, **attributes: str) -> RetrievedItem:
-        return make_item(id=item_id, salience=salience, content=item_id, attributes=attributes)
-
     context = _lean_context(
         [
-            item("a", 0.9, lang="go", team="core", region="eu"),
-            item("b", 0.8, owner="someone", area="billing", tier="gold"),
-            item("c", 0.7, lang="go", team="core", region="eu", owner="x"),
+            _named("a", 0.9, lang="go", team="core", region="eu"),
+            _named("b", 0.8, owner="someone", area="billing", tier="gold"),
+            _named("c", 0.7, lang="go", team="core", region="eu", owner="x"),
         ]
     )
     assert context.endswith(
