@@ -119,6 +119,10 @@ class _Conversation:
     # The SentState, packed (pack_sent): held by every conversation, read only at a finalize.
     sent: bytes | None = None
 
+    def sent_state(self) -> SentState | None:
+        """What the model's history holds after the last bundle, unpacked."""
+        return unpack_sent(self.sent) if self.sent is not None else None
+
 
 @dataclass(frozen=True, slots=True)
 class _Released:
@@ -297,7 +301,7 @@ class ContextProcessor:
             conv = self.conversations.get(change.conversation_id)
             if conv is not None:
                 change.state.window = [(it.id, it.revision) for it in conv.window.items.values()]
-                change.state.sent = unpack_sent(conv.sent) if conv.sent is not None else None
+                change.state.sent = conv.sent_state()
         return changes
 
     def state_of(self, conversation_id: str) -> ConversationState | None:
@@ -342,7 +346,7 @@ class ContextProcessor:
         )
         blocks = assembly.blocks_by_id()
         seq = window.counters.seq
-        previous = unpack_sent(conv.sent) if conv.sent is not None else None
+        previous = conv.sent_state()
         delta = None
         mode = event.mode or self.config.mode
         if mode == "delta" and previous is not None and event.history is None:

@@ -153,6 +153,7 @@ def _entry(lead: str, rest: str) -> list[Segment]:
 
 
 def _text_key(text: str) -> bytes:
+    """A long segment's count-cache key: its 128-bit hash."""
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=_KEY_BYTES).digest()
 
 
