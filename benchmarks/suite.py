@@ -235,12 +235,18 @@ class Suite:
             f"{bound['new_content_bytes_per_event']:,.0f} new content B/event = "
             f"{bound['events_per_s']:,.0f} events/s"
         )
+        repeats = suite_core.repeat_bound(events)
+        self.progress(
+            f"  exact-repeat bound: {repeats['ms_per_window']:.2f} ms per window of "
+            f"{repeats['bytes_per_window']:,.0f} B = {repeats['events_per_s']:,.0f} events/s"
+        )
         return {
             "workload": workload,
             "ceiling": ceiling,
             "quix": quix,
             "runner": median_run(runs),
             "count_bound": bound,
+            "repeat_bound": repeats,
         }
 
     async def quix(
@@ -443,7 +449,11 @@ class Suite:
                         "rebalances": run["assignments"] - 1,
                     }
                 )
-                self.progress(f"  {points[-1]['events_per_s']:,.0f} events/s")
+                points[-1]["repeat_bound"] = suite_core.repeat_bound(events, max_items=max_items)
+                self.progress(
+                    f"  {points[-1]['events_per_s']:,.0f} events/s; windows of "
+                    f"{points[-1]['repeat_bound']['bytes_per_window']:,.0f} B"
+                )
         self.results["max_items"] = {
             "conversations": sizes.long_conversations,
             "events": len(events),

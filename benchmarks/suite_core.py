@@ -17,6 +17,7 @@ import suite_load as load
 from stream_ctx import BundleConfig, ContextProcessor, TiktokenTokenizer, decode_event
 from stream_ctx.core.caches import MEMOS
 from stream_ctx.core.events import Event, Finalize, Retrieval
+from stream_ctx.core.repeats import parse_repeats
 from stream_ctx.core.tokenizer import get_tokenizer
 
 # Changes are taken (and dropped) this often, as the runner takes them once per batch.
@@ -85,6 +86,37 @@ def count_bound(events: Sequence[Event], *, rounds: int = 3) -> dict[str, float]
         "texts": len(texts),
         "mb_per_s": new_bytes / best / 1e6,
         "new_content_bytes_per_event": new_bytes / len(events),
+        "events_per_s": len(events) / best,
+    }
+
+
+def repeat_bound(
+    events: Sequence[Event], *, max_items: int = 20, rounds: int = 3
+) -> dict[str, float]:
+    """The exact-repeat bound: events/s if finding the repeats of each finalize's window (the
+    suffix array and the parse over it, parse_repeats) were all the work.
+
+    The windows are the bundles' items in context order, their contents rebuilt from the
+    bundles' blocks, as the core processor makes them over `events`; timed best of `rounds`.
+    """
+    processor = ContextProcessor(BundleConfig(max_items=max_items), tokenizer=get_tokenizer())
+    windows: list[list[str]] = []
+    for position, event in enumerate(events):
+        bundle = processor.apply(event, position=position)
+        if bundle is not None:
+            contents = ["".join(map(bundle.blocks.__getitem__, i.blocks)) for i in bundle.items]
+            windows.append(contents)
+    best = math.inf
+    for _ in range(rounds):
+        started = time.process_time()
+        for contents in windows:
+            parse_repeats(contents)
+        best = min(best, time.process_time() - started)
+    window_bytes = sum(len(text.encode()) for contents in windows for text in contents)
+    return {
+        "windows": len(windows),
+        "bytes_per_window": window_bytes / len(windows),
+        "ms_per_window": best / len(windows) * 1000,
         "events_per_s": len(events) / best,
     }
 

@@ -48,7 +48,14 @@ def test_quick_suite_writes_results_table_and_chart(tmp_path: Path) -> None:
     assert results["texts"] == [results["real_text"], "synthetic"]
     assert results["side_by_side"].keys() == set(results["texts"])
     for row in results["side_by_side"].values():
-        assert row.keys() >= {"workload", "ceiling", "quix", "runner", "count_bound"}
+        assert row.keys() >= {
+            "workload",
+            "ceiling",
+            "quix",
+            "runner",
+            "count_bound",
+            "repeat_bound",
+        }
         assert row["runner"]["bundles"] == row["workload"]["finalizes"]
         # The peer's row runs wherever the bench extra is installed, as CI installs it.
         assert row["quix"]["events"] == row["workload"]["events"]
@@ -62,3 +69,6 @@ def test_quick_suite_writes_results_table_and_chart(tmp_path: Path) -> None:
     assert page.count("| stream-ctx Runner |") == 2
     assert done.stdout.count("| stream-ctx Runner |") == 2
     assert done.stdout.count("| exact-count bound |") == 2
+    assert done.stdout.count("| exact-repeat bound |") == 2
+    assert done.stdout.count("| floor |") == 2
+    assert all("repeat_bound" in point for point in results["max_items"]["points"])
