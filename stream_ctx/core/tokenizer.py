@@ -14,10 +14,9 @@ from collections.abc import Hashable
 from functools import cache, cached_property
 from typing import Literal, Protocol, get_args
 
-import bpe_openai
-import bpe_openai._bindings
 import tiktoken
 
+from stream_ctx.bpe_bindings import bindings
 from stream_ctx.errors import ConfigError
 
 FORCED_JOINT = re.compile(r"(?<=\n)(?=\S)")
@@ -108,29 +107,30 @@ class BpeTokenizer(TiktokenTokenizer):
 
     def __init__(self, name: str = "cl100k_base") -> None:
         super().__init__(name)
-        self._fast = bpe_openai.get_encoding(name)
-        # The Rust tokenizer behind that encoding: its count builds no list of ids (~1.35x).
-        self._counter = bpe_openai._bindings.tokenizer_for_encoding(name)
+        # The Rust tokenizer (its count builds no list of ids: ~1.35x its encode).
+        self._rust = bindings.tokenizer_for_encoding(name)
 
     def count(self, text: str) -> int:
         if len(text) < _BPE_MAX_CHARS:
             try:
-                counted: int = self._counter.count(text)
+                counted: int = self._rust.count(text)
             except UnicodeEncodeError:
-                pass  # a lone surrogate: encode() counts it as the encodings' wrappers do
+                pass  # a lone surrogate: encode() replaces it first, as tiktoken does
             else:
                 return counted
         return len(self.encode(text))
 
     def encode(self, text: str) -> list[int]:
-        if len(text) < _BPE_MAX_CHARS:
-            try:
-                tokens: list[int] = self._fast.encode_ordinary(text)
-            except ValueError:
-                pass  # refused as too long to encode safely: tiktoken has no such limit
-            else:
-                return tokens
-        return super().encode(text)
+        if len(text) >= _BPE_MAX_CHARS:
+            return super().encode(text)  # refused as too long: tiktoken has no such limit
+        try:
+            tokens: list[int] = self._rust.encode(text)
+        except UnicodeEncodeError:
+            # tiktoken's own fallback: a lone surrogate becomes U+FFFD, a split pair joins.
+            tokens = self._rust.encode(
+                text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+            )
+        return tokens
 
 
 @cache
@@ -148,6 +148,8 @@ def _reference_encoding(name: str) -> tiktoken.Encoding:
 def ordinary_ranks(name: str) -> dict[bytes, int]:
     """Each ordinary token's bytes and rank in bpe-openai's copy of encoding `name`: the ranks
     before the first special token, less the empty placeholders."""
+    import bpe_openai  # its wrapper builds every encoding's tables: only for this reference
+
     fast = bpe_openai.get_encoding(name)
     first_special = min(fast.encode_single_token(t) for t in fast.special_tokens_set)
     values = fast.token_byte_values()[:first_special]
