@@ -27,7 +27,7 @@ Record = tuple[bytes, bytes]
 _KAFKA = KafkaSettings()
 # The collector asks the broker to answer within 5 ms: Tansu holds a fetch for the whole
 # fetch_max_wait_ms when no data is there yet (500 ms by default), which would swamp the latency.
-_COLLECT_WAIT_MS = 5
+COLLECT_WAIT_MS = 5
 # How often a wait for bundles looks again: short next to the latencies being measured, which are
 # taken at arrival, not at this check.
 _CHECK_INTERVAL_S = 0.02
@@ -245,7 +245,7 @@ class Collector:
             group_id=None,
             enable_auto_commit=False,
             auto_offset_reset="earliest",
-            fetch_max_wait_ms=_COLLECT_WAIT_MS,
+            fetch_max_wait_ms=COLLECT_WAIT_MS,
         )
         await consumer.start()
         try:

@@ -11,6 +11,8 @@ from importlib import import_module, metadata
 from pathlib import Path
 from typing import Any
 
+from suite_load import COLLECT_WAIT_MS
+
 from stream_ctx.shell.settings import config_keys
 
 Results = dict[str, Any]
@@ -359,8 +361,9 @@ def why_missed(r: Results) -> list[str]:
         f"{count_ms:.2f} ms, finding the repeats of each window {repeat_ms:.2f} ms; rendering, "
         "the dedup graph and bookkeeping add the rest (Where the time goes)",
         f"a finalize alone takes {core['median']:.1f} ms (p99 {core['p99']:.1f}) in the core on "
-        f"this workload, and the embedded broker holds every fetch {fetch_wait} ms (the Runner's, "
-        "then the reader's)",
+        f"this workload, and a record that reaches the embedded broker during a fetch waits "
+        f"out its whole hold: up to the Runner's {fetch_wait} ms, then the reader's "
+        f"{COLLECT_WAIT_MS} ms",
         f"a finalize's window holds {growth:.1f}x the bytes at max_items {large['max_items']}, "
         "and each finalize renders, parses and counts its whole window (see How cost grows with "
         "max_items)",
