@@ -558,7 +558,12 @@ def _workload_text(r: Results) -> str:
         "the window's ids and contents in priority order at each finalize: no dedup, no "
         "rendering, no token counts. The exact-count bound is the rate if counting every new "
         "content text once (a content-hash cache) were all the work: the counter alone over "
-        "the workload's distinct contents.",
+        "the workload's distinct contents. The exact-repeat bound is the same for finding the "
+        "repeats of each finalize's window (the core's `parse_repeats`, a suffix array and the "
+        "parse over it, on the windows the core processor builds over the workload). The floor "
+        "adds both to the ceiling's CPU per event: what an exact deduplicating processor does "
+        "at the least, so 1 / floor is the most one core could process. Both bounds are CPU "
+        "time, best of 3.",
     ]
     return "\n".join(lines)
 
