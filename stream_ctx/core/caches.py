@@ -27,7 +27,6 @@ MEMOS = {
     "block_ids": dag.block_id,
     "baseline_entries": render.naive_entry,
     "header_parts": render.header_parts,
-    "header_differences": render.header_difference,
     "header_attribute_differences": render.attribute_difference,
     "header_tag_differences": render.tag_difference,
 }

@@ -227,26 +227,30 @@ def stem_of(item_id: str) -> str | None:
 def _best_base(parts: list[_HeaderParts], n: int) -> tuple[int | None, str]:
     """The item before item n whose metadata n's differs least from (the nearest on a tie), if
     naming it costs fewer tokens than writing everything out; only the last _BASE_WINDOW are
-    tried."""
+    tried. Each difference is priced from its memoized halves; only the chosen one is joined."""
     mine = parts[n]
-    best: tuple[int | None, str] = (None, mine.full[0])
+    best: tuple[int | None, Sequence[Priced]] = (None, (mine.full,))
     best_cost = mine.full[1]
     for k in range(n - 1, max(n - _BASE_WINDOW, 0) - 1, -1):
-        priced = header_difference(mine, parts[k])
-        if priced is None:
-            continue
-        diff, diff_cost = priced
+        base = parts[k]
+        tags = tag_difference(mine.tags, base.tags)
+        if tags is None:
+            continue  # its tags can't be reached from base's
+        kind = mine.kind_part if mine.kind != base.kind else _NO_PART
+        attributes = attribute_difference(mine.stem, mine.attributes, base.attributes)
+        diff_cost = kind[1] + attributes[1] + tags[1]
         if diff_cost + _MIN_REFERENCE_COST >= best_cost:
             continue  # naming any base costs at least that much: no need to price this one
         cost = _reference_cost(k) + diff_cost
         if cost < best_cost:
-            best, best_cost = (k, diff), cost
-            if not diff:
+            best, best_cost = (k, (kind, attributes, tags)), cost
+            if not (kind[0] or attributes[0] or tags[0]):
                 break  # the same metadata: nothing further back can cost less
-    return best
+    return best[0], _joined(best[1])[0]
 
 
 Priced = tuple[str, int]
+_NO_PART: Priced = ("", 0)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -288,17 +292,6 @@ def header_parts(
         *(_priced(f" #{atom(tag)}") for tag in tags),
     ]
     return _HeaderParts(stem, kind, kind_part, attributes, tags, _joined(full))
-
-
-@lru_cache(maxsize=1 << 16)
-def header_difference(item: _HeaderParts, base: _HeaderParts) -> Priced | None:
-    """`item`'s metadata as changes to `base`'s, priced: its kind if it differs, then its
-    attributes', then its tags' changes; None when its tags can't be reached that way."""
-    tags = tag_difference(item.tags, base.tags)
-    if tags is None:
-        return None
-    kind = item.kind_part if item.kind != base.kind else ("", 0)
-    return _joined([kind, attribute_difference(item.stem, item.attributes, base.attributes), tags])
 
 
 @lru_cache(maxsize=1 << 14)
