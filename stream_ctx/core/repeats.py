@@ -54,7 +54,26 @@ def parse_repeats(texts: Sequence[str]) -> list[list[Piece]]:
     starts = [0]
     for raw in encoded[:-1]:
         starts.append(starts[-1] + len(raw) + 1)
-    return [_parse_one(n, texts, encoded, starts, joined, lpf) for n in range(len(texts))]
+    ends = [starts[n] + len(raw) for n, raw in enumerate(encoded)]
+    # Where a reference may start, found once for all texts: a numpy pass over each costs more.
+    candidates = np.flatnonzero(lpf >= MIN_FACTOR_CHARS)
+    firsts = candidates.searchsorted(starts).tolist()
+    lasts = candidates.searchsorted(ends).tolist()
+    joint = _Joined(texts, encoded, starts, joined, lpf, candidates)
+    return [_parse_one(joint, n, firsts[n], lasts[n]) for n in range(len(texts))]
+
+
+@dataclass(frozen=True, slots=True)
+class _Joined:
+    """The texts, their encodings and where each starts in `joined` (their join), its longest
+    previous factors, and the places where those are long enough for a reference."""
+
+    texts: Sequence[str]
+    encoded: list[bytes]
+    starts: list[int]
+    joined: bytes
+    lpf: np.ndarray
+    candidates: np.ndarray
 
 
 def _longest_previous_factor(joined: bytes) -> np.ndarray:
@@ -65,41 +84,41 @@ def _longest_previous_factor(joined: bytes) -> np.ndarray:
     return found
 
 
-def _parse_one(
-    n: int,
-    texts: Sequence[str],
-    encoded: list[bytes],
-    starts: list[int],
-    joined: bytes,
-    lpf: np.ndarray,
-) -> list[Piece]:
+def _parse_one(joint: _Joined, n: int, first: int, last: int) -> list[Piece]:
+    """Text `n` as pieces; joint.candidates[first:last] are its places of a long enough lpf."""
+    encoded, starts, joined, lpf, candidates = (
+        joint.encoded,
+        joint.starts,
+        joint.joined,
+        joint.lpf,
+        joint.candidates,
+    )
     raw, base = encoded[n], starts[n]
-    window = lpf[base : base + len(raw)]
-    # Often most positions: the loop reads only those it visits, not a list of them all.
-    candidates = np.flatnonzero(window >= MIN_FACTOR_CHARS)
+    size = len(raw)
     pieces: list[Piece] = []
     literal_from = 0
-    k = 0
-    while k < len(candidates):
-        pos = int(candidates[k])
-        length = min(int(window[pos]), len(raw) - pos)
+    k = first
+    while k < last:
+        at = int(candidates[k])
         k += 1
+        pos = at - base
         if raw[pos] & 0xC0 == 0x80:
             continue  # inside a character: the factor starting at its first byte is tried too
-        while pos + length < len(raw) and raw[pos + length] & 0xC0 == 0x80:
-            length -= 1
-        text = raw[pos : pos + length].decode("utf-8", "surrogatepass")
+        end = min(pos + int(lpf[at]), size)
+        while end < size and raw[end] & 0xC0 == 0x80:
+            end -= 1
+        text = raw[pos:end].decode("utf-8", "surrogatepass")
         if len(text) < MIN_FACTOR_CHARS or not _has_words(text):
             continue
-        found = joined.find(raw[pos : pos + length], 0, base + pos + length - 1)
+        found = joined.find(raw[pos:end], 0, base + end - 1)
         source = bisect_right(starts, found) - 1
-        start = _chars(encoded[source], found - starts[source], texts[source])
+        start = _chars(encoded[source], found - starts[source], joint.texts[source])
         if pos > literal_from:
             pieces.append(raw[literal_from:pos].decode("utf-8", "surrogatepass"))
         pieces.append(Ref(source, start, len(text)))
-        literal_from = pos + length
-        k = int(candidates.searchsorted(literal_from))
-    if literal_from < len(raw):
+        literal_from = end
+        k = int(candidates.searchsorted(base + end))
+    if literal_from < size:
         pieces.append(raw[literal_from:].decode("utf-8", "surrogatepass"))
     return pieces
 
