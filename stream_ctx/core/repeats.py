@@ -28,7 +28,7 @@ MIN_FACTOR_WORDS = 2
 _SEPARATOR = b"\xff"
 # Enough characters to hold a few words: checking them first spares counting a long copy's words.
 _HEAD_CHARS = 64
-_WORDS = (re.compile(r"\S+"), re.compile(r"\w+"))
+_WORD_CHARS = re.compile(r"\w+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,14 +124,15 @@ def _parse_one(joint: _Joined, n: int, first: int, last: int) -> list[Piece]:
 
 
 def _has_words(text: str) -> bool:
-    """Whether `text` holds MIN_FACTOR_WORDS distinct words; its head usually tells."""
-    if len(set(text[:_HEAD_CHARS].split())) >= MIN_FACTOR_WORDS:
-        return True  # `str.split` finds exactly the `\S+` runs: the common case, fast
-    return any(
-        len(set(word.findall(part))) >= MIN_FACTOR_WORDS
-        for part in (text[:_HEAD_CHARS], text)
-        for word in _WORDS
-    )
+    """Whether `text` holds MIN_FACTOR_WORDS distinct words in its first _HEAD_CHARS characters
+    or in all of it; the head usually tells."""
+    head = text[:_HEAD_CHARS]
+    for part in (head, text) if head != text else (head,):
+        if len(set(part.split())) >= MIN_FACTOR_WORDS:
+            return True  # `str.split` finds exactly the `\S+` runs: the common case, fast
+        if len(set(_WORD_CHARS.findall(part))) >= MIN_FACTOR_WORDS:
+            return True
+    return False
 
 
 def _chars(raw: bytes, byte_offset: int, text: str) -> int:

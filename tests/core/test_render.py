@@ -654,6 +654,13 @@ def test_a_repeat_whose_second_word_starts_after_its_first_64_characters_is_shar
     assert parse_repeats([passage, "z " + passage])[1] == ["z ", Ref(0, 0, len(passage))]
 
 
+def test_a_repeat_of_two_words_without_word_characters_is_shared() -> None:
+    # Two distinct `\S+` words in its head, which is all of it, and not one `\w+` word.
+    passage = "-- + + -- -- -- + + + -- + -- -- + -- +"
+    pieces = parse_repeats(["<" + passage + ">", "(" + passage + ")"])[1]
+    assert pieces == ["(", Ref(0, 1, len(passage)), ")"]
+
+
 def test_a_repeat_of_exactly_30_characters_is_shared() -> None:
     passage = "abcde fghij klmno pqrst uvwxyz"  # MIN_FACTOR_CHARS long, and five words
     assert len(passage) == 30
