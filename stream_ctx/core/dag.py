@@ -59,10 +59,11 @@ class StateDag:
             for content, bounds in zip(contents, _bounds(contents, parsed), strict=True)
         ]
         piece_uses = Counter(chain.from_iterable(pieces))
+        singles = {piece for piece, uses in piece_uses.items() if uses == 1}
         blocks: dict[str, str] = {}
         item_blocks: list[list[str]] = []
         for item_pieces in pieces:
-            texts = _merge_single_use(item_pieces, piece_uses)
+            texts = _merge_single_use(item_pieces, singles)
             ids = list(map(block_id, texts))
             blocks.update(zip(ids, texts, strict=True))  # an id is one text: first place kept
             item_blocks.append(ids)
@@ -102,12 +103,13 @@ def _bounds(contents: list[str], parsed: Sequence[Sequence[Piece]]) -> list[list
     return bounds
 
 
-def _merge_single_use(pieces: list[str], uses: Counter[str]) -> list[str]:
-    """Join neighbouring pieces that occur nowhere else: one block reads better than two."""
+def _merge_single_use(pieces: list[str], singles: set[str]) -> list[str]:
+    """Join neighbouring pieces that occur nowhere else (`singles`): one block reads better than
+    two."""
     merged: list[str] = []
     is_prev_single = False
     for piece in pieces:
-        is_single = uses[piece] == 1
+        is_single = piece in singles
         if is_single and is_prev_single:
             merged[-1] += piece
         else:
