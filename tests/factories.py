@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from hypothesis import strategies as st
 
 from stream_ctx.core.accumulator import ContextItem
 from stream_ctx.core.events import End, Finalize, Retrieval, RetrievedItem
+from stream_ctx.shell.changelog import ChangelogWrites
 
 T0 = 1_764_480_000_000
 """A fixed event time (2025-11-30T05:20:00Z) so no test depends on the clock."""
@@ -178,3 +179,15 @@ def retrieved_from(item: ContextItem) -> RetrievedItem:
         attributes=item.attributes,
         tags=item.tags,
     )
+
+
+class Written(NamedTuple):
+    """A changelog record as a restore reads it back: key, and value (None for a tombstone)."""
+
+    key: bytes
+    value: bytes | None
+
+
+def written(writes: ChangelogWrites) -> list[Written]:
+    """A batch's changelog records in the runner's write order: items, states, tombstones."""
+    return [Written(key, value) for key, value in writes.items + writes.states + writes.tombstones]

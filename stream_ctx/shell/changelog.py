@@ -12,18 +12,40 @@ referring only to records already written, and restore drops the orphans.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from bisect import bisect_left
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import msgspec
 
 from stream_ctx.core.accumulator import ContextItem
 from stream_ctx.core.processor import ConversationChange, ConversationState, ItemKey, Restored
 
+
+class _KeyHead(msgspec.Struct, array_like=True, gc=False):
+    """A changelog key's kind and conversation; the rest of the key is skipped, not decoded."""
+
+    kind: str
+    conversation: str
+
+
 _encoder = msgspec.msgpack.Encoder()
-_key_decoder = msgspec.msgpack.Decoder(tuple[str | int, ...])
+_head_decoder = msgspec.msgpack.Decoder(_KeyHead)
 _item_decoder = msgspec.msgpack.Decoder(ContextItem)
 _state_decoder = msgspec.msgpack.Decoder(ConversationState)
+
+
+class ChangelogRecord(Protocol):
+    """A changelog record as read back (aiokafka's ConsumerRecord is one): key and value, None
+    for a tombstone."""
+
+    @property
+    def key(self) -> bytes: ...
+
+    @property
+    def value(self) -> bytes | None: ...
+
 
 Record = tuple[bytes, bytes | None]
 """A changelog record: key and value (None is a tombstone)."""
@@ -69,79 +91,78 @@ class ChangelogWrites:
 
 
 @dataclass(slots=True)
-class ConversationRecords:
-    """One conversation's live changelog records, still encoded."""
-
-    state: bytes = b""  # a state record is never empty
-    items: dict[bytes, bytes] = field(default_factory=dict)
-    contexts: dict[bytes, bytes] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
 class RestoredPartition:
     """Latest value per key of one changelog partition, resolved into conversations.
 
-    Folding keeps raw bytes (later records win, tombstones delete); records are decoded only
-    when their conversation is loaded, so superseded versions are never decoded and a restore
-    costs little more than consuming the records.
+    Folding keeps raw bytes (later records win, tombstones delete). Only state keys are decoded
+    up front; the rest of a conversation is decoded when it is loaded, found by bisection in the
+    sorted keys (one sort, in C), so a restore costs little more than consuming the records.
     """
 
     records: int = 0
     # Keep only this conversation's records (reloading one released conversation).
     only: str | None = None
     _latest: dict[bytes, bytes] = field(default_factory=dict)
+    _sorted: list[bytes] | None = None
 
-    def apply(self, key: bytes, value: bytes | None) -> None:
-        """Fold one changelog record in."""
-        self.records += 1
-        if self.only is not None and _key_decoder.decode(key)[1] != self.only:
-            return
-        if value is None:
-            self._latest.pop(key, None)
-        else:
-            self._latest[key] = value
-
-    def grouped(self) -> dict[str, ConversationRecords]:
-        """The live records of each conversation that has a state."""
-        groups: dict[str, ConversationRecords] = {}
-        for key, value in self._latest.items():
-            kind, cid = _key_decoder.decode(key)[:2]
-            group = groups.get(str(cid))
-            if group is None:  # not setdefault: that would build a spare group per record
-                group = groups[str(cid)] = ConversationRecords()
-            if kind == "s":
-                group.state = value
-            elif kind == "p":
-                group.contexts[key] = value
+    def fold(self, records: Sequence[ChangelogRecord]) -> None:
+        """Fold records in, in offset order: later records win, tombstones delete. One loop
+        over a fetch's records, not a call per record."""
+        self.records += len(records)
+        self._sorted = None
+        latest, only, head = self._latest, self.only, _head_decoder.decode
+        for record in records:
+            if only is not None and head(record.key).conversation != only:
+                continue
+            value = record.value
+            if value is None:
+                latest.pop(record.key, None)
             else:
-                group.items[key] = value
-        return {cid: group for cid, group in groups.items() if group.state}
+                latest[record.key] = value
+
+    def conversation_ids(self) -> list[str]:
+        """Every conversation that has a state, in key order."""
+        return [_head_decoder.decode(key).conversation for key in self._run(_key_prefix(2, "s"))]
 
     def conversations(
         self,
     ) -> Iterator[tuple[str, ConversationState, list[ContextItem], bytes | None]]:
         """Every conversation, decoded."""
-        for cid, group in self.grouped().items():
-            state, items, context = load(cid, group)
+        for cid in self.conversation_ids():
+            state, items, context = self.load(cid)
             yield cid, state, items, context
 
-    def orphans(self) -> list[Record]:
-        """Tombstones for records no state points at (left by a crash mid-write)."""
-        return [record for cid, group in self.grouped().items() for record in orphans(cid, group)]
+    def load(self, cid: str) -> Restored:
+        """Decode one conversation's state and the records it points at."""
+        latest = self._latest
+        state = _state_decoder.decode(latest[state_key(cid)])
+        keys = [item_key(cid, ref) for ref in state.window]
+        items = [_item_decoder.decode(latest[k]) for k in keys if k in latest]
+        return state, items, latest.get(context_key(cid, state.counters.seq))
+
+    def orphans(self, cid: str) -> list[Record]:
+        """Tombstones for this conversation's records its state does not point at (left by a
+        crash mid-write)."""
+        state = _state_decoder.decode(self._latest[state_key(cid)])
+        live = {item_key(cid, ref) for ref in state.window}
+        if not state.is_ended:
+            live.add(context_key(cid, state.counters.seq))
+        kept = [*self._run(_key_prefix(4, "i", cid)), *self._run(_key_prefix(3, "p", cid))]
+        return [(key, None) for key in kept if key not in live]
+
+    def _run(self, prefix: bytes) -> list[bytes]:
+        """The keys that start with `prefix`: adjacent once sorted."""
+        if self._sorted is None:
+            self._sorted = sorted(self._latest)
+        keys = self._sorted
+        start = end = bisect_left(keys, prefix)
+        while end < len(keys) and keys[end].startswith(prefix):
+            end += 1
+        return keys[start:end]
 
 
-def load(cid: str, group: ConversationRecords) -> Restored:
-    """Decode one conversation's state and the records it points at."""
-    state = _state_decoder.decode(group.state)
-    keys = [item_key(cid, ref) for ref in state.window]
-    items = [_item_decoder.decode(group.items[k]) for k in keys if k in group.items]
-    return state, items, group.contexts.get(context_key(cid, state.counters.seq))
-
-
-def orphans(cid: str, group: ConversationRecords) -> list[Record]:
-    """Tombstones for this conversation's records its state does not point at."""
-    state = _state_decoder.decode(group.state)
-    live = {item_key(cid, ref) for ref in state.window}
-    if not state.is_ended:
-        live.add(context_key(cid, state.counters.seq))
-    return [(key, None) for key in [*group.items, *group.contexts] if key not in live]
+def _key_prefix(arity: int, *head: str) -> bytes:
+    """How every key that is an array of `arity` elements starting with `head` begins: the
+    msgpack header of a short array (0x90 + arity), then each element of `head` encoded. A str's
+    encoding never starts another's, so a prefix naming a conversation matches only its keys."""
+    return bytes((0x90 + arity,)) + b"".join(_encoder.encode(x) for x in head)

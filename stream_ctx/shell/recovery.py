@@ -44,9 +44,7 @@ async def read_changelogs(
             beat()
             fetched = await restorer.getmany(*remaining, timeout_ms=_POLL_MS)
             for changelog_tp, records in fetched.items():
-                target = restored[sources[changelog_tp]]
-                for record in records:
-                    target.apply(record.key, record.value)
+                restored[sources[changelog_tp]].fold(records)
             if hold is not None and fetched:
                 await hold()
                 hold = None

@@ -33,14 +33,7 @@ from stream_ctx.core.tokenizer import get_tokenizer
 from stream_ctx.errors import ConversationReleasedError, InvalidEventError, StreamCtxError
 from stream_ctx.shell import clients
 from stream_ctx.shell.admin import ensure_topics, partition_counts
-from stream_ctx.shell.changelog import (
-    ChangelogWrites,
-    ConversationRecords,
-    Record,
-    RestoredPartition,
-    load,
-    orphans,
-)
+from stream_ctx.shell.changelog import ChangelogWrites, Record, RestoredPartition
 from stream_ctx.shell.checkpoint import Checkpoint
 from stream_ctx.shell.connection import client_kwargs
 from stream_ctx.shell.dead_letter import send_dead_letter
@@ -510,8 +503,8 @@ class Runner:
                 is_tracking_changes=True,
                 is_recording_items=self.history is not None,
             )
-            for cid, group in state.grouped().items():
-                processor.restore_lazily(cid, partial(self._load, tp, cid, group))
+            for cid in state.conversation_ids():
+                processor.restore_lazily(cid, partial(self._load, tp, state, cid))
                 conversations += 1
             self._processors[tp] = processor
             self._pending_restore.discard(tp)
@@ -531,12 +524,12 @@ class Runner:
             conversations / elapsed if elapsed > 0 else 0.0,
         )
 
-    def _load(self, tp: TopicPartition, cid: str, group: ConversationRecords) -> Restored:
+    def _load(self, tp: TopicPartition, restored: RestoredPartition, cid: str) -> Restored:
         """Decode a restored conversation on its first event. Tombstones for what a crash left
         behind go out first in this batch's step 1, ahead of the same keys written again by
         the events being re-applied."""
-        self._orphans.setdefault(tp, []).extend(orphans(cid, group))
-        return load(cid, group)
+        self._orphans.setdefault(tp, []).extend(restored.orphans(cid))
+        return restored.load(cid)
 
     async def _read_changelogs(
         self,

@@ -24,7 +24,7 @@ from stream_ctx.errors import ConfigError, InvalidEventError
 from stream_ctx.realtext import workload
 from stream_ctx.shell.changelog import ChangelogWrites, RestoredPartition
 from stream_ctx.workload import WorkloadShape, generate
-from tests.factories import make_finalize, make_item, make_retrieval
+from tests.factories import make_finalize, make_item, make_retrieval, written
 
 _SHAPE = WorkloadShape(conversations=2, retrievals_per_conversation=6, finalize_every=1)
 _WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi".split()
@@ -307,9 +307,7 @@ def test_delta_state_survives_a_restart_through_the_changelog() -> None:
     for position, event in enumerate(events[:half]):
         bundle = first.apply(event, position=position)
         got += [encode_bundle(bundle)] if bundle is not None else []
-        writes = ChangelogWrites.of(first.take_changes())
-        for key, value in writes.items + writes.states + writes.tombstones:
-            changelog.apply(key, value)
+        changelog.fold(written(ChangelogWrites.of(first.take_changes())))
     second = ContextProcessor(config, is_tracking_changes=True)
     for cid, state, items, context in changelog.conversations():
         assert state.sent is not None

@@ -15,6 +15,7 @@ from stream_ctx.core.textmatch import common_run
 from stream_ctx.core.tokenizer import BpeTokenizer, get_tokenizer
 from stream_ctx.shell.changelog import ChangelogWrites, RestoredPartition
 from stream_ctx.workload import WorkloadShape, generate
+from tests.factories import written
 
 ORDERS: tuple[RenderOrder, ...] = ("priority", "stable", "edges")
 SHAPE = WorkloadShape(
@@ -87,9 +88,7 @@ def test_prefix_reuse_survives_a_restart_through_the_changelog() -> None:
     for position, event in enumerate(events[:half]):
         bundle = first.apply(event, position=position)
         got += [bundle.stats.tokens_prefix_reused] if bundle is not None else []
-        writes = ChangelogWrites.of(first.take_changes())
-        for key, value in writes.items + writes.states + writes.tombstones:
-            changelog.apply(key, value)
+        changelog.fold(written(ChangelogWrites.of(first.take_changes())))
     second = ContextProcessor(config, is_tracking_changes=True)
     for cid, state, items, context in changelog.conversations():
         second.restore(cid, state, items, context)

@@ -372,7 +372,7 @@ async def changelog_state(
     """Live conversations folded from the whole changelog, as a restore would see them."""
     folds = {p: RestoredPartition() for p in range(partitions)}
     for record in await read_topic(client_kwargs, topic, partitions):
-        folds[record.partition].apply(record.key, record.value)
+        folds[record.partition].fold([record])
     live: dict[str, Restored] = {}
     for fold in folds.values():
         for cid, state, items, context in fold.conversations():

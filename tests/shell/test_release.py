@@ -10,7 +10,15 @@ from stream_ctx.core.events import Event
 from stream_ctx.core.processor import ContextProcessor
 from stream_ctx.errors import ConversationReleasedError
 from stream_ctx.shell.changelog import ChangelogWrites, RestoredPartition
-from tests.factories import HOUR_MS, T0, make_end, make_finalize, make_item, make_retrieval
+from tests.factories import (
+    HOUR_MS,
+    T0,
+    make_end,
+    make_finalize,
+    make_item,
+    make_retrieval,
+    written,
+)
 
 CONFIG = BundleConfig(conversation_ttl_hours=1.0)
 
@@ -41,9 +49,7 @@ def _bundles(events: list[Event], *, release_after: int | None) -> list[bytes]:
                 if cid == released.conversation_id:
                     processor.restore(cid, state, items, context)
             bundle = processor.apply(event, position=position)
-        writes = ChangelogWrites.of(processor.take_changes())
-        for key, value in writes.items + writes.states + writes.tombstones:
-            changelog.apply(key, value)
+        changelog.fold(written(ChangelogWrites.of(processor.take_changes())))
         if bundle is not None:
             out.append(encode_bundle(bundle))
         if position == release_after:
