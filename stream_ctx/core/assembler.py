@@ -9,18 +9,18 @@ from stream_ctx.core.accumulator import RankedItem
 from stream_ctx.core.dag import StateDag
 from stream_ctx.core.events import RenderOrder
 from stream_ctx.core.render import Segment, is_sharing, render_lean, render_naive
-from stream_ctx.core.repeats import Piece, parse_repeats
+from stream_ctx.core.repeats import TextPlan, plan_texts
 from stream_ctx.core.tokenizer import Tokenizer
 
 
 @dataclass(frozen=True, slots=True)
 class Assembly:
     """Selected items (priority order), their dedup graph in context order, and the context;
-    `parsed` is each placed item's content as parse_repeats gave it (what the context writes)."""
+    `plans` is how the context writes each placed item's content (plan_texts)."""
 
     selected: list[RankedItem]
     placed: list[RankedItem]
-    parsed: list[list[Piece]]
+    plans: list[TextPlan]
     dag: StateDag
     segments: list[Segment]
     context: str
@@ -63,18 +63,18 @@ class DagContextAssembler:
     def _assemble(self, selected: list[RankedItem], order: RenderOrder) -> Assembly:
         placed = _arranged(selected, order)
         items = [r.item for r in placed]
-        parsed = parse_repeats([item.content for item in items])
-        lean = render_lean(items, parsed)
+        plans = plan_texts([item.content for item in items])
+        lean = render_lean(items, plans)
         return Assembly(
             selected,
             placed,
-            parsed,
-            StateDag.build(items, parsed),
+            plans,
+            StateDag.build(items, plans),
             lean,
             "".join(text for _, text in lean),
             self._count(lean),
             self._count(render_naive(items)),
-            is_sharing(items, parsed),
+            is_sharing(items, plans),
         )
 
     def _count(self, segments: list[Segment]) -> int:

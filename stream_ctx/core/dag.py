@@ -18,7 +18,7 @@ from itertools import chain, pairwise
 import msgspec
 
 from stream_ctx.core.accumulator import ContextItem
-from stream_ctx.core.repeats import Piece, Ref
+from stream_ctx.core.repeats import Ref, TextPlan
 
 # 48 bits: collision-free in practice for the few thousand blocks a bundle holds.
 _BLOCK_ID_BYTES = 6
@@ -51,12 +51,12 @@ class StateDag:
     shared: list[SharedAttribute]
 
     @classmethod
-    def build(cls, items: Sequence[ContextItem], parsed: Sequence[Sequence[Piece]]) -> StateDag:
-        """The graph of `items` whose contents parse into `parsed` (parse_repeats)."""
+    def build(cls, items: Sequence[ContextItem], plans: Sequence[TextPlan]) -> StateDag:
+        """The graph of `items` whose contents are planned as `plans` (plan_texts)."""
         contents = [item.content for item in items]
         pieces = [
             [content[a:b] for a, b in pairwise(bounds)]
-            for content, bounds in zip(contents, _bounds(contents, parsed), strict=True)
+            for content, bounds in zip(contents, _bounds(contents, plans), strict=True)
         ]
         piece_uses = Counter(chain.from_iterable(pieces))
         singles = {piece for piece, uses in piece_uses.items() if uses == 1}
@@ -71,21 +71,21 @@ class StateDag:
         return cls(blocks, item_blocks, uses, _shared_attributes(items))
 
 
-def _bounds(contents: list[str], parsed: Sequence[Sequence[Piece]]) -> list[list[int]]:
+def _bounds(contents: list[str], plans: Sequence[TextPlan]) -> list[list[int]]:
     """Each content's block boundaries, from 0 to its length: literal runs are cut where a later
     reference starts or ends in them, and a reference takes its source's cuts over the copied
     range."""
     marks: list[set[int]] = [set() for _ in contents]
-    for pieces in parsed:
-        for piece in pieces:
+    for plan in plans:
+        for piece in plan.pieces:
             if isinstance(piece, Ref):
                 marks[piece.source].update((piece.start, piece.start + piece.length))
     bounds: list[list[int]] = []
-    for n, pieces in enumerate(parsed):
+    for n, plan in enumerate(plans):
         edges = sorted(marks[n])
         out = [0]
         pos = 0
-        for piece in pieces:
+        for piece in plan.pieces:
             if isinstance(piece, str):
                 end = pos + len(piece)
                 out += edges[bisect_right(edges, pos) : bisect_left(edges, end)]

@@ -2,7 +2,7 @@
 
 A platform that appends each turn's context to its chat history already holds the entries sent
 since the last full bundle. A full context numbers its entries 1..n; a delta gives its new entries
-the next numbers, so their `^k` and `«k:s+n»` may point at entries the history holds. A delta
+the next numbers, so their `^k` and `[§k …]` may point at entries the history holds. A delta
 opens with a line naming the earlier entries that still apply (grouped by the bundle that sent
 them) and, if any, a line naming those that no longer do (evicted, ended, skipped for budget, or
 replaced by a changed version); its new and changed items follow in context order. An entry
@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import groupby
 
 import msgspec
@@ -23,7 +23,7 @@ from stream_ctx.core.accumulator import ContextItem
 from stream_ctx.core.assembler import Assembly
 from stream_ctx.core.reader import ContextSyntaxError, ReadItem, read_context
 from stream_ctx.core.render import Segment, render_lean
-from stream_ctx.core.repeats import Piece, Ref
+from stream_ctx.core.repeats import Ref, TextPlan
 from stream_ctx.core.tokenizer import Tokenizer
 
 KEPT_LEAD = "Still applies: "
@@ -116,13 +116,13 @@ def plan_delta(
     numbers = [entry.number for entry in kept_entries]
     numbers += range(previous.next_number, previous.next_number + len(new))
     # The full context's repeats: a new item placed there before a kept one it shares text with
-    # writes that text out (parsing again in the delta's order would cost a second suffix array).
-    parsed: list[list[Piece]] = [[] for _ in kept]
-    parsed += [_renumbered(assembly.parsed[n], at) for n in new]
+    # writes that text out (planning again in the delta's order could change a sent entry).
+    plans: list[TextPlan] = [TextPlan([]) for _ in kept]
+    plans += [_renumbered(assembly.plans[n], at) for n in new]
     kept_ids = {entry.id for entry in kept_entries}
     dropped = [entry.number for entry in previous.entries if entry.id not in kept_ids]
     segments: list[Segment] = [(line, line) for line in _lines(kept_entries, dropped)]
-    segments += render_lean([placed[n] for n in order], parsed, sent=len(kept), numbers=numbers)
+    segments += render_lean([placed[n] for n in order], plans, sent=len(kept), numbers=numbers)
     tokens = sum(tokenizer.count_segment(key, text) for key, text in segments)
     if tokens >= assembly.tokens_bundle:
         return None
@@ -189,12 +189,14 @@ def _digests(items: Sequence[ContextItem], held: dict[str, SentEntry]) -> list[b
     return found
 
 
-def _renumbered(pieces: Sequence[Piece], at: dict[int, int]) -> list[Piece]:
-    """Pieces whose references name items by their place in the delta's item order."""
-    return [
-        Ref(at[piece.source], piece.start, piece.length) if isinstance(piece, Ref) else piece
-        for piece in pieces
+def _renumbered(plan: TextPlan, at: dict[int, int]) -> TextPlan:
+    """A plan whose references name items by their place in the delta's item order."""
+    pieces = [
+        replace(piece, source=at[piece.source]) if isinstance(piece, Ref) else piece
+        for piece in plan.pieces
     ]
+    diff_of = at[plan.diff_of] if plan.diff_of is not None else None
+    return TextPlan(pieces, diff_of, plan.hunks)
 
 
 def _lines(kept: list[SentEntry], dropped: list[int]) -> list[str]:

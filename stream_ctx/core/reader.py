@@ -7,13 +7,15 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from stream_ctx.core.quotes import find_passage
 from stream_ctx.core.render import stem_of
-from stream_ctx.core.repeats import Piece, Ref, resolve
+from stream_ctx.core.rerun import HunkError, apply_hunks
 from stream_ctx.errors import StreamCtxError
 
 _BARE = re.compile(r'[^\s\[\](){}=;,#"@|`\\^«»~-][^\s\[\](){}=;,#"@|`\\«»]*')
 _LEAD = re.compile(r"§(\d+) ")
-_BODY_TOKEN = re.compile(r"(?m)^\\(?=\\*§\d)|««|«(\d+)(?::(\d+))?(?:\+(\d+))?»")
+_BODY_TOKEN = re.compile(r'(?m)^\\(?=\\*§\d)|\[\\(?=\\*§)|\[§(\d+)(?: "(.*?)"…"(.*?)")?\]')
+_DIFF = re.compile(r"\[§(\d+) with changes:\]\n")
 _JSON = json.JSONDecoder()
 _DIGITS = re.compile(r"\d+")
 
@@ -51,44 +53,56 @@ def read_context(context: str, *, held: Sequence[ReadItem] = (), start: int = 0)
         end = len(context) - 1 if end < 0 else end
         if end < pos or context[end] != "\n":
             raise ContextSyntaxError(f"item §{number} does not end with a newline")
-        body = context[pos:end]
-        earlier = [it.content for it in items]
-        item.content = resolve(_pieces(body, earlier, number), earlier)
+        item.content = _text(context[pos:end], [it.content for it in items], number)
         items.append(item)
         pos = end + 1
     return items[len(held) :]
 
 
-def _pieces(body: str, earlier: list[str], number: int) -> list[Piece]:
-    pieces: list[Piece] = []
+def _text(body: str, earlier: list[str], number: int) -> str:
+    """An entry's text from its body: literal runs, passages of earlier texts, or a diff."""
+    diff = _DIFF.match(body)
+    if diff is not None:
+        source = _source(diff.group(1), earlier, number, diff.group())
+        try:
+            return apply_hunks(source, body[diff.end() :])
+        except HunkError as exc:
+            raise ContextSyntaxError(f"item §{number}: {exc}") from exc
+    text = ""
     literal_from = 0
     for m in _BODY_TOKEN.finditer(body):
-        literal = body[literal_from : m.start()]
-        if m.group(0) == "««":
-            literal += "«"
-        if literal:
-            pieces.append(literal)
-        if m.group(1) is not None:
-            pieces.append(_ref(m, earlier, number))
+        text += _literal(body[literal_from : m.start()], number)
+        if m.group().startswith("[\\"):
+            text += "["
+        elif m.group(1) is not None:
+            text += _passage(m, earlier, text, number)
         literal_from = m.end()
-    if literal_from < len(body):
-        pieces.append(body[literal_from:])
-    return pieces
+    return text + _literal(body[literal_from:], number)
 
 
-def _ref(m: re.Match[str], earlier: list[str], number: int) -> Ref:
-    """A reference in any of its forms: `«k:s+n»`, `«k+n»`, `«k:s»`, `«k»`."""
-    source = int(m.group(1)) - 1
-    start = int(m.group(2)) if m.group(2) is not None else 0
-    if m.group(3) is not None:
-        length = int(m.group(3))
-    elif source < len(earlier):
-        length = len(earlier[source]) - start
-    else:
-        raise ContextSyntaxError(f"item §{number}: a reference to itself needs a length")
-    if source > len(earlier):
-        raise ContextSyntaxError(f"item §{number}: a reference to a later item, {m.group()}")
-    return Ref(source, start, length)
+def _passage(m: re.Match[str], earlier: list[str], text: str, number: int) -> str:
+    """What `[§k]` or `[§k "head"…"tail"]` stands for (k = `number`: earlier in `text`)."""
+    source = text if int(m.group(1)) == number else _source(m.group(1), earlier, number, m.group())
+    if m.group(2) is None:
+        if int(m.group(1)) == number:
+            raise ContextSyntaxError(f"item §{number}: {m.group()} names the item being read")
+        return source
+    found = find_passage(source, m.group(2), m.group(3))
+    if found is None:
+        raise ContextSyntaxError(f"item §{number}: {m.group()} is not in item §{m.group(1)}")
+    return found
+
+
+def _source(k: str, earlier: list[str], number: int, reference: str) -> str:
+    if not 1 <= int(k) <= len(earlier):
+        raise ContextSyntaxError(f"item §{number}: {reference} names no earlier item")
+    return earlier[int(k) - 1]
+
+
+def _literal(part: str, number: int) -> str:
+    if "[§" in part:
+        raise ContextSyntaxError(f"item §{number}: an unreadable reference in {part!r}")
+    return part
 
 
 def _header(s: str, pos: int, number: int, items: list[ReadItem]) -> tuple[ReadItem, int]:

@@ -2,11 +2,11 @@
 
 Lean, one entry per item: a header line `§n id (kind)` with its attributes (`name=value`) and
 tags (`#tag`), or `§n id ^k` and only what differs from item k (its kind included); then the
-content, each repeat written as `«k:start+length»` (characters of item k's content; `«k+n»`,
-`«k:s»` and `«k»` when the copy starts at its start, runs to its end, or both); then a newline.
-Content is escaped only where it could be read as framing: `«` is doubled, and a backslash goes
-before a `\\*[digits]` that starts a line. An entry depends only on the entries before it, so
-in `stable` order an item that was sent before renders byte-identically in place.
+text, each repeat of whole lines or sentences written as `[§k "first words"…"last words"]`
+(`[§k]` for item k's whole text), or `[§k with changes:]` and hunks of a diff; then a newline.
+Text is escaped only where it could be read as framing: a backslash goes after a `[` before
+`§` and before a `\\*§[digits]` that starts a line. An entry depends only on the entries before
+it, so in `stable` order an item that was sent before renders byte-identically in place.
 
 Both forms are lists of segments (cache key, text) joined where the pre-tokenizer (cl100k_base's
 and o200k_base's alike) always splits (see tokenizer.py), so a context's count is the sum of its
@@ -26,7 +26,8 @@ from itertools import pairwise
 import msgspec
 
 from stream_ctx.core.accumulator import ContextItem
-from stream_ctx.core.repeats import Piece, Ref
+from stream_ctx.core.quotes import rough_tokens
+from stream_ctx.core.repeats import DIFF_LEAD, Ref, TextPlan
 
 Segment = tuple[Hashable, str]
 
@@ -37,14 +38,18 @@ READING_GUIDE = (
     " sets an attribute, `-name` drops one, `#tag` adds a tag, `-#tag` drops one). An id written"
     " `~rest` is item k's id up to its last `:`, `#` or `/`, then rest; a value `~` is the item's"
     " own id up to that separator. The item's text follows, up to the next `§n` line. In a text,"
-    " `«k:s+n»` stands for n characters of item k's text, starting at character s (counting"
-    " from 0): read that text in its place. `«k+n»` is its first n characters, `«k:s»` all from"
-    " character s on, `«k»` all of it. `««` is a literal `«`; a backslash before a `§` that"
-    " starts a line is not part of the text. A context that starts with `Still applies:` adds"
-    " to the earlier ones: the items that line names still apply (`§a-b` is items a to b,"
-    " `(bundle s)` the context that sent them), those after `No longer applies:` do not, and"
-    " its own items are numbered after the earlier ones, which `^k` and `«k:s+n»` may name. Any"
-    " other context replaces all earlier ones.\n"
+    " `[§k]` stands for all of item k's text, and `[§k \"first words\"…\"last words\"]` for"
+    " the passage of item k's text that starts where the first quote first occurs and ends with"
+    " the next occurrence of the last quote (k may be the item being read: a passage earlier in"
+    " it). A text that starts `[§k with changes:]` is item k's text changed by the hunks that"
+    " follow: each `@@` starts a hunk whose lines starting with a space are kept, `-` removed and"
+    " `+` added; its kept and removed lines stand together in item k's text after the previous"
+    " hunk's. `[\\§` is a literal `[§`; a backslash before a `§` that starts a line is not part"
+    " of the text. A context that starts with `Still applies:` adds to the earlier ones: the"
+    " items that line names still apply (`§a-b` is items a to b, `(bundle s)` the context that"
+    " sent them), those after `No longer applies:` do not, and its own items are numbered after"
+    " the earlier ones, which `^k` and `[§k …]` may name. Any other context replaces all"
+    " earlier ones.\n"
 )
 """A constant for a platform's system prompt: how a model reads a lean context."""
 
@@ -55,12 +60,11 @@ _STEM = re.compile(r".*[:#/]", re.DOTALL)
 _MIN_STEM_CHARS = 8
 _LINE_START_LOOKALIKE = re.compile(r"(?<=\n)(?=\\*§\d)")
 _AT_START_LOOKALIKE = re.compile(r"\\*§\d")
+_REFERENCE_LOOKALIKE = re.compile(r"\[(?=\\*§)")
 # Count-cache keys hash the segment text: 128 bits, so no two texts ever share a count. A text
 # up to _KEY_CHARS long is its own key: hashing it would cost more than comparing it.
 _KEY_BYTES = 16
 _KEY_CHARS = 64
-# Roughly how cl100k splits a header: a word or a punctuation run, each with its leading space.
-_TOKENISH = re.compile(r" ?[^\W\d_]+| ?\d{1,3}| ?[^\w\s]+| ?_+|\s+")
 # Bases are looked for among this many items before: headers stay linear in the window.
 _BASE_WINDOW = 16
 # What naming a base (` ^k`) costs at the least: ` ^` and one run of digits (_reference_cost).
@@ -103,12 +107,12 @@ def naive_entry(
 
 def render_lean(
     items: Sequence[ContextItem],
-    parsed: Sequence[Sequence[Piece]],
+    plans: Sequence[TextPlan],
     *,
     sent: int = 0,
     numbers: Sequence[int] | None = None,
 ) -> list[Segment]:
-    """The lean context of `items` in this order, their contents parsed by parse_repeats.
+    """The lean context of `items` in this order, their contents planned by plan_texts.
 
     Entries are numbered 1, 2, ... unless `numbers` gives each item's number. The first `sent`
     items are already in the reader's history (a delta bundle): they are not written, and the
@@ -117,17 +121,18 @@ def render_lean(
     numbered = range(1, len(items) + 1) if numbers is None else numbers
     parts = [_parts_of(item) for item in items]
     segments: list[Segment] = []
-    for n, (_, pieces) in enumerate(zip(items, parsed, strict=True)):
+    for n, (_, plan) in enumerate(zip(items, plans, strict=True)):
         if n >= sent:
             header = _header(n, items, parts, numbered)
-            body = _body(pieces, items[:n], numbered)
+            body = _body(plan, numbered)
             segments += _entry(f"§{numbered[n]}", header + body + "\n")
     return segments
 
 
-def is_sharing(items: Sequence[ContextItem], parsed: Sequence[Sequence[Piece]]) -> bool:
-    """Whether the lean context shares anything: a repeat or a header that names a base item."""
-    if any(isinstance(piece, Ref) for pieces in parsed for piece in pieces):
+def is_sharing(items: Sequence[ContextItem], plans: Sequence[TextPlan]) -> bool:
+    """Whether the lean context shares anything: a repeat, a diff or a header that names a base
+    item."""
+    if any(isinstance(piece, Ref) for plan in plans for piece in plan.pieces):
         return True
     parts = [_parts_of(item) for item in items]
     return any(_best_base(parts, n)[0] is not None for n in range(len(parts)))
@@ -170,16 +175,19 @@ def _after_last_word(text: str, start: int) -> int:
     return start
 
 
-def _body(pieces: Sequence[Piece], earlier: Sequence[ContextItem], numbers: Sequence[int]) -> str:
+def _body(plan: TextPlan, numbers: Sequence[int]) -> str:
+    if plan.diff_of is not None:
+        return DIFF_LEAD.format(numbers[plan.diff_of]) + plan.hunks
     out = []
     is_line_start = True
-    for piece in pieces:
+    for piece in plan.pieces:
         if isinstance(piece, Ref):
-            out.append(_reference(piece, earlier, numbers))
+            out.append(_reference(piece, numbers))
             is_line_start = False
             continue
-        text = piece.replace("«", "««")
-        if "§" in text:  # only a `§` can start a look-alike of an entry's lead
+        text = piece
+        if "§" in text:  # only a `§` can start a look-alike of a lead or a reference
+            text = _REFERENCE_LOOKALIKE.sub("[\\\\", text)
             text = _LINE_START_LOOKALIKE.sub("\\\\", text)
             if is_line_start and _AT_START_LOOKALIKE.match(text):
                 text = "\\" + text
@@ -188,19 +196,10 @@ def _body(pieces: Sequence[Piece], earlier: Sequence[ContextItem], numbers: Sequ
     return "".join(out)
 
 
-def _reference(ref: Ref, earlier: Sequence[ContextItem], numbers: Sequence[int]) -> str:
-    """`«k:s+n»`, shortened where the copy starts or ends where item k's text does: `«k+n»`,
-    `«k:s»`, or `«k»` for all of it (never for the item being written, still growing)."""
+def _reference(ref: Ref, numbers: Sequence[int]) -> str:
+    """`[§k "head"…"tail"]`, or `[§k]` for item k's whole text."""
     k = numbers[ref.source]
-    if ref.source < len(earlier):
-        is_to_end = ref.start + ref.length == len(earlier[ref.source].content)
-        if ref.start == 0 and is_to_end:
-            return f"«{k}»"
-        if ref.start == 0:
-            return f"«{k}+{ref.length}»"
-        if is_to_end:
-            return f"«{k}:{ref.start}»"
-    return f"«{k}:{ref.start}+{ref.length}»"
+    return f'[§{k} "{ref.head}"…"{ref.tail}"]' if ref.head else f"[§{k}]"
 
 
 def _header(
@@ -343,7 +342,7 @@ def _reference_cost(k: int) -> int:
 def _priced(part: str) -> Priced:
     """A header part and about how many tokens it costs: its words, numbers and punctuation
     runs, each with its leading space."""
-    return part, len(_TOKENISH.findall(part))
+    return part, rough_tokens(part)
 
 
 def _value(stem: str | None, value: str) -> str:

@@ -1,167 +1,291 @@
-"""Exact repeat finding: texts parsed left to right into literal runs and back-references.
+"""Readable repeats: each text planned as literal runs and references to whole lines or sentences
+of the texts before it (or earlier in itself), or as a diff against one of them.
 
-At every position the longest stretch that also starts earlier (in an earlier text, or earlier in
-the same one) is looked up in the longest-previous-factor array of a suffix array (pydivsufsort,
-in C): deterministic and exact, no sampling. Such a stretch becomes a reference to its first
-earlier copy when it is at least MIN_FACTOR_CHARS long and holds MIN_FACTOR_WORDS distinct words.
-That leaves no stretch of 32 characters with 4 distinct words written twice in a context: its
-longest extension from the same start holds at least 2 of its words (its last word may be cut,
-and a `»` of the framing before it may join its first), and at least 30 of its characters come
-from content (a `»` before and a `«` after it may be framing). Words are runs of non-space
-characters (as `str.split` finds them); runs of word characters count as well, so
-`numpy.linalg.svd` shares like three words.
+Texts are cut into units, lines and the sentences inside them (quotes.py). A hash index of the
+units seen so far finds, at each unit, the earlier texts that go on alike; the longest such run
+of whole units becomes a reference when its quotes find it and it saves tokens. A text that
+starts with the end of an earlier one (an overlapping chunk) takes its first, partial unit into
+the run, and so does one that ends with the start of an earlier one. A text mostly made of
+another one's lines is written as a diff against it (rerun.py) when that costs less. Deterministic:
+the same texts in the same order give the same plans, and a text's plan depends only on the texts
+before it, so an entry sent before is planned alike in a later context.
 """
 
 from __future__ import annotations
 
-import re
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-import numpy as np
-import pydivsufsort
+from stream_ctx.core.quotes import choose_quotes, rough_tokens, unit_ends
+from stream_ctx.core.rerun import diff_hunks, equal_runs
 
-MIN_FACTOR_CHARS = 30
-MIN_FACTOR_WORDS = 2
-# Never in UTF-8 (surrogates included): a factor can't run from one text into the next.
-_SEPARATOR = b"\xff"
-# Enough characters to hold a few words: checking them first spares counting a long copy's words.
-_HEAD_CHARS = 64
-_WORD_CHARS = re.compile(r"\w+")
+# A passage shorter than this is written out: looking it up would cost the reader more.
+_MIN_PASSAGE_CHARS = 24
+# A reference must save at least this many tokens (roughly counted) over the passage.
+_MIN_SAVED_TOKENS = 6
+# Only this many earlier places of a unit are tried as the start of a run (the latest ones).
+_MAX_CANDIDATES = 8
+# A text shares at least this much of its characters with an earlier one to be tried as a diff.
+_MIN_DIFF_SHARE = 0.5
+# How many units a passage may lose at either end to find quotable first and last lines.
+_MAX_NARROWED = 3
+DIFF_LEAD = "[§{} with changes:]\n"
 
 
 @dataclass(frozen=True, slots=True)
 class Ref:
-    """`length` characters copied from text `source` at character `start`; when `source` is the
-    text being read, the copy may run into the characters it produces (a periodic run)."""
+    """`length` characters of text `source` from character `start`, quoted by the first words
+    `head` and last words `tail` (both empty: the source's whole text). `source` may be the text
+    being planned, for a passage earlier in it."""
 
     source: int
     start: int
     length: int
+    head: str = ""
+    tail: str = ""
 
 
 Piece = str | Ref
 
 
-def parse_repeats(texts: Sequence[str]) -> list[list[Piece]]:
-    """Each text as literal runs and references to the text before it, in the given order."""
-    encoded = [text.encode("utf-8", "surrogatepass") for text in texts]
-    joined = _SEPARATOR.join(encoded)
-    if len(joined) < 2 * MIN_FACTOR_CHARS:
-        return [[text] if text else [] for text in texts]
-    lpf = _longest_previous_factor(joined)
-    starts = [0]
-    for raw in encoded[:-1]:
-        starts.append(starts[-1] + len(raw) + 1)
-    ends = [starts[n] + len(raw) for n, raw in enumerate(encoded)]
-    # Where a reference may start, found once for all texts: a numpy pass over each costs more.
-    candidates = np.flatnonzero(lpf >= MIN_FACTOR_CHARS)
-    firsts = candidates.searchsorted(starts).tolist()
-    lasts = candidates.searchsorted(ends).tolist()
-    joint = _Joined(texts, encoded, starts, joined, lpf, candidates)
-    return [_parse_one(joint, n, firsts[n], lasts[n]) for n in range(len(texts))]
-
-
 @dataclass(frozen=True, slots=True)
-class _Joined:
-    """The texts, their encodings and where each starts in `joined` (their join), its longest
-    previous factors, and the places where those are long enough for a reference."""
+class TextPlan:
+    """How a text is written: its pieces, or (`diff_of` set) `hunks` against that text; a diff's
+    pieces are its unchanged runs and its new lines, for the dedup graph."""
 
-    texts: Sequence[str]
-    encoded: list[bytes]
-    starts: list[int]
-    joined: bytes
-    lpf: np.ndarray
-    candidates: np.ndarray
+    pieces: list[Piece]
+    diff_of: int | None = None
+    hunks: str = ""
 
 
-def _longest_previous_factor(joined: bytes) -> np.ndarray:
-    """lpf[i]: the length of the longest prefix of joined[i:] that also starts before i."""
-    suffixes = pydivsufsort.divsufsort(joined)
-    lcp = pydivsufsort.kasai(joined, suffixes)
-    found: np.ndarray = pydivsufsort.longest_previous_factor(joined, suffixes, lcp)
-    return found
-
-
-def _parse_one(joint: _Joined, n: int, first: int, last: int) -> list[Piece]:
-    """Text `n` as pieces; joint.candidates[first:last] are its places of a long enough lpf."""
-    encoded, starts, joined, lpf, candidates = (
-        joint.encoded,
-        joint.starts,
-        joint.joined,
-        joint.lpf,
-        joint.candidates,
-    )
-    raw, base = encoded[n], starts[n]
-    size = len(raw)
-    pieces: list[Piece] = []
-    literal_from = 0
-    k = first
-    while k < last:
-        at = int(candidates[k])
-        k += 1
-        pos = at - base
-        if raw[pos] & 0xC0 == 0x80:
-            continue  # inside a character: the factor starting at its first byte is tried too
-        end = min(pos + int(lpf[at]), size)
-        while end < size and raw[end] & 0xC0 == 0x80:
-            end -= 1
-        text = raw[pos:end].decode("utf-8", "surrogatepass")
-        if len(text) < MIN_FACTOR_CHARS or not _has_words(text):
-            continue
-        found = joined.find(raw[pos:end], 0, base + end - 1)
-        source = bisect_right(starts, found) - 1
-        start = _chars(encoded[source], found - starts[source], joint.texts[source])
-        if pos > literal_from:
-            pieces.append(raw[literal_from:pos].decode("utf-8", "surrogatepass"))
-        pieces.append(Ref(source, start, len(text)))
-        literal_from = end
-        k = int(candidates.searchsorted(base + end))
-    if literal_from < size:
-        pieces.append(raw[literal_from:].decode("utf-8", "surrogatepass"))
-    return pieces
-
-
-def _has_words(text: str) -> bool:
-    """Whether `text` holds MIN_FACTOR_WORDS distinct words in its first _HEAD_CHARS characters
-    or in all of it; the head usually tells."""
-    head = text[:_HEAD_CHARS]
-    for part in (head, text) if head != text else (head,):
-        if len(set(part.split())) >= MIN_FACTOR_WORDS:
-            return True  # `str.split` finds exactly the `\S+` runs: the common case, fast
-        if len(set(_WORD_CHARS.findall(part))) >= MIN_FACTOR_WORDS:
-            return True
-    return False
-
-
-def _chars(raw: bytes, byte_offset: int, text: str) -> int:
-    """The character offset of a byte offset (a character boundary) in `raw`, the encoding of
-    `text`."""
-    if len(raw) == len(text):
-        return byte_offset  # ASCII
-    return len(raw[:byte_offset].decode("utf-8", "surrogatepass"))
+def plan_texts(texts: Sequence[str]) -> list[TextPlan]:
+    """Each text's plan, in the given order."""
+    finder = _Finder()
+    return [finder.plan(n, text) for n, text in enumerate(texts)]
 
 
 def resolve(pieces: Sequence[Piece], earlier: Sequence[str]) -> str:
-    """Rebuild a text from its pieces and the texts before it (the inverse of parse_repeats)."""
+    """Rebuild a text from its pieces and the texts before it (the inverse of planning)."""
     text = ""
     for piece in pieces:
         if isinstance(piece, str):
             text += piece
-        elif piece.source < len(earlier):
-            text += earlier[piece.source][piece.start : piece.start + piece.length]
         else:
-            text = _self_copy(text, piece.start, piece.length)
+            source = earlier[piece.source] if piece.source < len(earlier) else text
+            text += source[piece.start : piece.start + piece.length]
     return text
 
 
-def _self_copy(done: str, start: int, length: int) -> str:
-    """`done` extended by `length` characters copied from `start`, one at a time when the copy
-    runs into what it produces."""
-    if start + length <= len(done):
-        return done + done[start : start + length]
-    chars = list(done)
-    for offset in range(length):
-        chars.append(chars[start + offset])
-    return "".join(chars)
+@dataclass(slots=True)
+class _Finder:
+    """The texts planned so far, their units, and where each unit text occurs."""
+
+    texts: list[str] = field(default_factory=list)
+    units: list[list[str]] = field(default_factory=list)
+    starts: list[list[int]] = field(default_factory=list)
+    places: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    whole: dict[str, int] = field(default_factory=dict)
+
+    def plan(self, n: int, text: str) -> TextPlan:
+        ends = unit_ends(text)
+        starts = [0, *ends]
+        units = [text[a:b] for a, b in zip(starts, ends, strict=False)]
+        self.texts.append(text)
+        self.units.append(units)
+        self.starts.append(starts)
+        same = self.whole.get(text)
+        self.whole.setdefault(text, n)
+        base = self._diff_base(n, units) if same is None else None
+        pieces = self._pieces(n, text, units, starts)
+        if same is not None and _is_worth(same, text, "", ""):
+            return TextPlan([Ref(same, 0, len(text))])
+        if base is not None:
+            diff = _diff_plan(base, self.texts[base], text)
+            if diff is not None and _cost(diff) < _cost_of_pieces(pieces):
+                return diff
+        return TextPlan(pieces)
+
+    def _diff_base(self, n: int, units: list[str]) -> int | None:
+        """The earlier text sharing the most of this one's units, if it shares enough."""
+        shared: dict[int, int] = {}
+        for unit in units:
+            for k in {k for k, _ in self.places.get(unit, ())}:
+                shared[k] = shared.get(k, 0) + len(unit)
+        if not shared:
+            return None
+        best = max(sorted(shared), key=shared.__getitem__)
+        total = sum(map(len, units))
+        return best if shared[best] >= _MIN_DIFF_SHARE * total else None
+
+    def _pieces(self, n: int, text: str, units: list[str], starts: list[int]) -> list[Piece]:
+        """The text as literal runs and references, left to right; its units join the index."""
+        pieces: list[Piece] = []
+        written = 0
+        i = 0
+        while i < len(units):
+            found = None
+            if _is_significant(units[i]):
+                found = self._reference(n, text, units, starts, i, written)
+            if found is None:
+                self._register(n, units[i], i)
+                i += 1
+                continue
+            ref, a, b, end = found
+            if a > written:
+                pieces.append(text[written:a])
+            pieces.append(ref)
+            written = b
+            for j in range(i, end):
+                self._register(n, units[j], j)
+            i = end
+        if written < len(text):
+            pieces.append(text[written:])
+        return _joined_literals(pieces)
+
+    def _reference(
+        self, n: int, text: str, units: list[str], starts: list[int], i: int, written: int
+    ) -> tuple[Ref, int, int, int] | None:
+        """The reference for the longest run of units from unit `i` that also stands earlier
+        (taking in the equal units before it, back to `written`), with where its passage
+        starts and ends in the text and the unit after it."""
+        run = self._longest_run(n, units, i)
+        if run is None:
+            return None
+        k, j, size = run
+        end = i + size
+        a, b = starts[i], starts[end]
+        if k != n:
+            theirs = self.units[k]
+            while i > 0 and j > 0 and starts[i - 1] >= written and units[i - 1] == theirs[j - 1]:
+                i, j, size = i - 1, j - 1, size + 1
+            a, b = self._widened(k, j, size, units, starts, i)
+            a = max(a, written)
+        for first, last in _narrowed(starts, a, b):
+            found = self._quoted(n, k, text, first, last)
+            if found is not None:
+                return (*found, end)
+        return None
+
+    def _quoted(self, n: int, k: int, text: str, a: int, b: int) -> tuple[Ref, int, int] | None:
+        """The reference for text[a:b] without its blanks at either end, if quotes find it and
+        it is worth it."""
+        a += len(text[a:b]) - len(text[a:b].lstrip())
+        b = a + len(text[a:b].rstrip())
+        passage = text[a:b]
+        if len(passage) < _MIN_PASSAGE_CHARS:
+            return None
+        source = self.texts[k] if k != n else text[:a]
+        if k != n and passage == source:
+            return (Ref(k, 0, len(passage)), a, b) if _is_worth(k, passage, "", "") else None
+        quotes = choose_quotes(source, passage)
+        if quotes is None or not _is_worth(k, passage, *quotes[:2]):
+            return None
+        head, tail, start = quotes
+        return Ref(k, start, len(passage), head, tail), a, b
+
+    def _longest_run(self, n: int, units: list[str], i: int) -> tuple[int, int, int] | None:
+        """(text, unit, units) of the longest run of earlier units equal to units from `i`."""
+        best: tuple[int, int, int] | None = None
+        best_chars = 0
+        for k, j in self.places.get(units[i], ())[-_MAX_CANDIDATES:]:
+            theirs = self.units[k]
+            limit = len(theirs) if k != n else i  # a text's own passage ends before it recurs
+            size = 1
+            while i + size < len(units) and j + size < limit and theirs[j + size] == units[i + size]:
+                size += 1
+            chars = sum(map(len, units[i : i + size]))
+            if chars > best_chars:
+                best, best_chars = (k, j, size), chars
+        return best
+
+    def _widened(
+        self, k: int, j: int, size: int, units: list[str], starts: list[int], i: int
+    ) -> tuple[int, int]:
+        """The run's span in this text, taking in its partial first unit when the run starts
+        at its second one and the source has that unit's text just before (a chunk that
+        continues text k), and its partial last unit likewise."""
+        source, theirs = self.texts[k], self.starts[k]
+        a, b = starts[i], starts[i + size]
+        if i == 1:
+            first, at = units[0], theirs[j] - len(units[0])
+            if at >= 0 and source.startswith(first, at) and _is_word_start(source, at, first):
+                a = 0
+        if i + size == len(units) - 1:
+            last, at = units[-1], theirs[j + size]
+            if source.startswith(last, at) and _is_word_end(source, at + len(last), last):
+                b = starts[-1]
+        return a, b
+
+    def _register(self, n: int, unit: str, j: int) -> None:
+        if _is_significant(unit):
+            self.places.setdefault(unit, []).append((n, j))
+
+
+def _narrowed(starts: list[int], a: int, b: int) -> list[tuple[int, int]]:
+    """The span a..b and those a few units narrower at either end, widest first: a passage
+    whose first or last line has nothing to quote is tried without it."""
+    inner = starts[bisect_right(starts, a) : bisect_left(starts, b)]
+    firsts = [a, *inner[:_MAX_NARROWED]]
+    lasts = [b, *inner[::-1][:_MAX_NARROWED]]
+    spans = [(first, last) for first in firsts for last in lasts if last > first]
+    return sorted(spans, key=lambda span: span[0] - span[1])
+
+
+def _diff_plan(base: int, old: str, new: str) -> TextPlan | None:
+    hunks = diff_hunks(old, new)
+    if hunks is None:
+        return None
+    pieces: list[Piece] = []
+    written = 0
+    for old_start, new_start, length in equal_runs(old, new):
+        if new_start > written:
+            pieces.append(new[written:new_start])
+        pieces.append(Ref(base, old_start, length))
+        written = new_start + length
+    if written < len(new):
+        pieces.append(new[written:])
+    return TextPlan(pieces, base, hunks)
+
+
+def _cost(plan: TextPlan) -> int:
+    return rough_tokens(DIFF_LEAD.format(plan.diff_of) + plan.hunks)
+
+
+def _cost_of_pieces(pieces: list[Piece]) -> int:
+    return sum(
+        rough_tokens(piece) if isinstance(piece, str) else _ref_tokens(piece) for piece in pieces
+    )
+
+
+def _ref_tokens(ref: Ref) -> int:
+    return rough_tokens(f'[§{ref.source + 1} "{ref.head}"…"{ref.tail}"]')
+
+
+def _is_worth(k: int, passage: str, head: str, tail: str) -> bool:
+    """Whether a reference saves enough tokens over writing `passage` out."""
+    quoted = rough_tokens(f'[§{k + 1} "{head}"…"{tail}"]' if head else f"[§{k + 1}]")
+    return rough_tokens(passage) - quoted >= _MIN_SAVED_TOKENS
+
+
+def _is_significant(unit: str) -> bool:
+    """A unit that may start a run: two words at the least, not a bare brace or blank line."""
+    return len(unit) >= 8 and len(unit.split(None, 2)) >= 2
+
+
+def _is_word_start(source: str, at: int, unit: str) -> bool:
+    return at == 0 or unit[0].isspace() or source[at - 1].isspace()
+
+
+def _is_word_end(source: str, at: int, unit: str) -> bool:
+    return at == len(source) or unit[-1].isspace() or source[at].isspace()
+
+
+def _joined_literals(pieces: list[Piece]) -> list[Piece]:
+    joined: list[Piece] = []
+    for piece in pieces:
+        if isinstance(piece, str) and joined and isinstance(joined[-1], str):
+            joined[-1] += piece
+        else:
+            joined.append(piece)
+    return joined

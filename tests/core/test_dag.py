@@ -13,12 +13,12 @@ from hypothesis import strategies as st
 
 from stream_ctx.core.accumulator import ContextItem
 from stream_ctx.core.dag import SharedAttribute, StateDag, block_id
-from stream_ctx.core.repeats import parse_repeats
+from stream_ctx.core.repeats import plan_texts
 from tests.factories import make_context_item, odd_text
 
 
 def _build(items: list[ContextItem]) -> StateDag:
-    return StateDag.build(items, parse_repeats([item.content for item in items]))
+    return StateDag.build(items, plan_texts([item.content for item in items]))
 
 
 def _items(contents: list[str]) -> list[ContextItem]:
@@ -340,4 +340,4 @@ def test_dag_lists_shared_values_most_widely_held_first_then_by_field_name_and_v
 def test_dag_build_refuses_parsed_pieces_for_another_number_of_items() -> None:
     items = _items(["first text", "second text"])
     with pytest.raises(ValueError, match="shorter"):
-        StateDag.build(items, parse_repeats(["first text"]))
+        StateDag.build(items, plan_texts(["first text"]))

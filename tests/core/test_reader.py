@@ -12,7 +12,7 @@ import pytest
 
 from stream_ctx.core.reader import ContextSyntaxError, read_context
 from stream_ctx.core.render import render_lean
-from stream_ctx.core.repeats import parse_repeats
+from stream_ctx.core.repeats import plan_texts
 from tests.factories import make_context_item
 
 
@@ -56,7 +56,7 @@ def test_ids_and_sources_abbreviated_by_their_stem_read_back_exactly() -> None:
             ]
         )
     ]
-    parsed = parse_repeats([item.content for item in items])
+    parsed = plan_texts([item.content for item in items])
     context = "".join(text for _, text in render_lean(items, parsed))
     assert context.startswith('§1 "docs/guide.md#1" (chunk) source=~\n')
     assert "\n§2 ~2 ^1\n" in context

@@ -17,7 +17,7 @@ from stream_ctx.core.events import RenderOrder, RetrievedItem
 from stream_ctx.core.processor import ContextProcessor
 from stream_ctx.core.reader import ReadItem, read_context
 from stream_ctx.core.render import READING_GUIDE, atom, render_lean, render_naive
-from stream_ctx.core.repeats import Ref, parse_repeats
+from stream_ctx.core.repeats import Ref, plan_texts
 from stream_ctx.core.scoring import rank_key
 from stream_ctx.core.tokenizer import get_tokenizer
 from tests.factories import (
@@ -35,7 +35,7 @@ ORDERS: tuple[RenderOrder, ...] = ("priority", "stable", "edges")
 
 
 def _lean(items: list[ContextItem]) -> str:
-    parsed = parse_repeats([item.content for item in items])
+    parsed = plan_texts([item.content for item in items])
     return "".join(text for _, text in render_lean(items, parsed))
 
 
@@ -540,7 +540,7 @@ def test_naming_a_base_numbered_1000_or_more_costs_a_token_more() -> None:
             make_context_item(id="one", content="first", attributes={"b": "x"}, tags=["t"]),
             make_context_item(id="two", content="second", attributes={"a": "1"}, tags=["t"]),
         ]
-        segments = render_lean(items, parse_repeats([item.content for item in items]))
+        segments = render_lean(items, plan_texts([item.content for item in items]))
         return "".join(text for _, text in segments).split("§")[-2:]
 
     assert last_entries(0) == ["1 one (chunk) b=x #t\nfirst\n", "2 two ^1 a=1 -b\nsecond\n"]
@@ -554,7 +554,7 @@ def test_an_entry_is_cut_after_its_header_so_the_baseline_shares_its_texts_count
     item = make_context_item(
         id="one", content="some content here.", attributes={"team": "platform services"}
     )
-    lean = render_lean([item], parse_repeats([item.content]))
+    lean = render_lean([item], plan_texts([item.content]))
     naive = render_naive([item])
     assert [text for _, text in lean] == [
         "§1",
@@ -604,7 +604,7 @@ def test_a_header_looks_past_an_earlier_item_that_costs_more_to_name_than_writin
 def test_a_content_without_letters_or_digits_gets_no_empty_segment() -> None:
     # No letter or digit after the header: no cut after the last one, so no segment of nothing.
     item = make_context_item(id="rule", content="-- ** --\n", attributes={"kind": "hr"})
-    for segments in (render_lean([item], parse_repeats([item.content])), render_naive([item])):
+    for segments in (render_lean([item], plan_texts([item.content])), render_naive([item])):
         assert all(text for _, text in segments)
         assert len(segments) == 3  # the lead, the header line, the content and what ends it
 
@@ -614,7 +614,7 @@ def test_a_segment_up_to_64_characters_is_its_own_count_key_and_a_longer_one_a_d
     for length in (64, 65):
         content = "x" * length + "."  # cut after the last letter: the run of x, then ".\n"
         item = make_context_item(id="k", content=content)
-        for segments in (render_lean([item], parse_repeats([content])), render_naive([item])):
+        for segments in (render_lean([item], plan_texts([content])), render_naive([item])):
             (key,) = [key for key, text in segments if text == "x" * length]
             if length == 64:
                 assert key == "x" * 64
@@ -632,13 +632,13 @@ def test_a_segment_up_to_64_characters_is_its_own_count_key_and_a_longer_one_a_d
 )
 def test_an_entry_is_cut_just_after_its_last_letter(content: str, cut: str) -> None:
     item = make_context_item(id=uuid.uuid4().hex, content=content)
-    segments = [text for _, text in render_lean([item], parse_repeats([content]))]
+    segments = [text for _, text in render_lean([item], plan_texts([content]))]
     assert segments[2:] == [cut, content[len(cut) :] + "\n"]
 
 
 def test_an_id_stem_of_exactly_eight_characters_is_abbreviated() -> None:
     first, second = (make_context_item(id=f"abcdefg:{n}", content=f"text {n}") for n in (1, 2))
-    context = "".join(t for _, t in render_lean([first, second], parse_repeats(["a", "b"])))
+    context = "".join(t for _, t in render_lean([first, second], plan_texts(["a", "b"])))
     assert "\n§2 ~2 ^1\n" in context
 
 
@@ -651,42 +651,42 @@ def test_render_lean_refuses_parsed_contents_for_another_number_of_items() -> No
 def test_a_repeat_whose_second_word_starts_after_its_first_64_characters_is_shared() -> None:
     # Its head (the first 64 characters) holds one word; the whole stretch holds exactly two.
     passage = "a" * 70 + " b"
-    assert parse_repeats([passage, "z " + passage])[1] == ["z ", Ref(0, 0, len(passage))]
+    assert plan_texts([passage, "z " + passage])[1] == ["z ", Ref(0, 0, len(passage))]
 
 
 def test_a_repeat_of_two_words_without_word_characters_is_shared() -> None:
     # Two distinct `\S+` words in its head, which is all of it, and not one `\w+` word.
     passage = "-- + + -- -- -- + + + -- + -- -- + -- +"
-    pieces = parse_repeats(["<" + passage + ">", "(" + passage + ")"])[1]
+    pieces = plan_texts(["<" + passage + ">", "(" + passage + ")"])[1]
     assert pieces == ["(", Ref(0, 1, len(passage)), ")"]
 
 
 def test_a_repeat_of_exactly_30_characters_is_shared() -> None:
     passage = "abcde fghij klmno pqrst uvwxyz"  # MIN_FACTOR_CHARS long, and five words
     assert len(passage) == 30
-    assert parse_repeats(["<" + passage + ">", "(" + passage + ")"])[1] == ["(", Ref(0, 1, 30), ")"]
+    assert plan_texts(["<" + passage + ">", "(" + passage + ")"])[1] == ["(", Ref(0, 1, 30), ")"]
 
 
 def test_a_repeat_starts_at_the_first_place_its_words_allow_after_one_they_do_not() -> None:
     # From `a` the stretch holds one word (`ab`); one character on it holds two (`b`, `ab`).
     passage = "ab " * 20
-    pieces = parse_repeats(["(" + passage + ")", "[" + passage + "]"])[1]
+    pieces = plan_texts(["(" + passage + ")", "[" + passage + "]"])[1]
     assert pieces == ["[a", Ref(0, 2, len(passage) - 1), "]"]
 
 
 def test_a_repeat_starts_after_a_rejected_place_and_the_middle_of_a_character() -> None:
     # From `é` the stretch holds one word; the next byte is inside `é`; the next `é` starts two.
     passage = "éé " * 20
-    pieces = parse_repeats(["(" + passage + ")", "[" + passage + "]"])[1]
+    pieces = plan_texts(["(" + passage + ")", "[" + passage + "]"])[1]
     assert pieces == ["[é", Ref(0, 2, len(passage) - 1), "]"]
 
 
 def test_a_repeat_ends_before_a_character_whose_first_byte_alone_is_shared() -> None:
     shared = "the shared stretch of several words "
     # `é` and `è` share their first UTF-8 byte: the copy stops before the character.
-    assert parse_repeats([shared + "é", shared + "è"])[1] == [Ref(0, 0, len(shared)), "è"]
+    assert plan_texts([shared + "é", shared + "è"])[1] == [Ref(0, 0, len(shared)), "è"]
 
 
 def test_a_repeat_holding_a_lone_surrogate_is_shared() -> None:
     shared = "words before \ud800 and words after it "
-    assert parse_repeats([shared + "!", shared + "?"])[1] == [Ref(0, 0, len(shared)), "?"]
+    assert plan_texts([shared + "!", shared + "?"])[1] == [Ref(0, 0, len(shared)), "?"]

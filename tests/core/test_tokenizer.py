@@ -20,7 +20,7 @@ from stream_ctx.core import tokenizer as tokenizer_module
 from stream_ctx.core.config import BundleConfig
 from stream_ctx.core.processor import ContextProcessor
 from stream_ctx.core.render import render_lean, render_naive
-from stream_ctx.core.repeats import parse_repeats
+from stream_ctx.core.repeats import plan_texts
 from stream_ctx.core.tokenizer import (
     O200K_PATTERN,
     BpeTokenizer,
@@ -105,7 +105,7 @@ def rendered_segments(draw: st.DrawFn) -> list[str]:
     if draw(st.booleans()):
         segments = render_naive(items)
     else:
-        segments = render_lean(items, parse_repeats([item.content for item in items]))
+        segments = render_lean(items, plan_texts([item.content for item in items]))
     return [text for _, text in segments]
 
 

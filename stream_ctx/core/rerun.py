@@ -1,0 +1,106 @@
+"""Reruns as diffs: a text written as line changes against an earlier one, in hunks anchored by
+unchanged lines (no line numbers), which a reader applies by plain search.
+
+A hunk is `@@` and then lines that start with ` ` (kept), `-` (removed) or `+` (added). Its kept
+and removed lines are found, in order, at the first place after the previous hunk where they stand
+together in the earlier text, and replaced by its kept and added lines.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterator
+
+HUNK_LEAD = "@@"
+# Unchanged lines around each change, tried in turn until every hunk is found where it belongs.
+_CONTEXTS = (1, 2, 3)
+
+
+class HunkError(ValueError):
+    """Hunks that do not apply to the text they were written against."""
+
+
+def diff_hunks(old: str, new: str) -> str | None:
+    """`new` as hunks against `old` (lines joined by newlines), or None when no hunks with up
+    to three unchanged lines around each change apply back to `new`."""
+    before, after = old.split("\n"), new.split("\n")
+    matcher = difflib.SequenceMatcher(None, before, after, autojunk=False)
+    for context in _CONTEXTS:
+        lines: list[str] = []
+        for group in matcher.get_grouped_opcodes(context):
+            lines.append(HUNK_LEAD)
+            for tag, i1, i2, j1, j2 in group:
+                if tag == "equal":
+                    lines += [" " + line for line in before[i1:i2]]
+                    continue
+                lines += ["-" + line for line in before[i1:i2]]
+                lines += ["+" + line for line in after[j1:j2]]
+        hunks = "\n".join(lines)
+        try:
+            if apply_hunks(old, hunks) == new:
+                return hunks
+        except HunkError:
+            continue
+    return None
+
+
+def equal_runs(old: str, new: str) -> Iterator[tuple[int, int, int]]:
+    """The runs of whole lines `new` keeps from `old`: (start in old, start in new, length),
+    in characters, in order."""
+    before, after = old.split("\n"), new.split("\n")
+    matcher = difflib.SequenceMatcher(None, before, after, autojunk=False)
+    old_starts, new_starts = _line_starts(before), _line_starts(after)
+    for i, j, size in matcher.get_matching_blocks():
+        if size:
+            old_end = min(old_starts[i + size], len(old))
+            new_end = min(new_starts[j + size], len(new))
+            yield old_starts[i], new_starts[j], min(old_end - old_starts[i], new_end - new_starts[j])
+
+
+def apply_hunks(old: str, hunks: str) -> str:
+    """The text `hunks` make of `old`."""
+    lines = old.split("\n")
+    out: list[str] = []
+    cursor = 0
+    for hunk in _split(hunks):
+        if any(not line or line[0] not in " -+" for line in hunk):
+            raise HunkError(f"a hunk line must start with ' ', '-' or '+': {hunk!r}")
+        found = [line[1:] for line in hunk if line[0] != "+"]
+        made = [line[1:] for line in hunk if line[0] != "-"]
+        at = _find(lines, found, cursor)
+        out += lines[cursor:at]
+        out += made
+        cursor = at + len(found)
+    out += lines[cursor:]
+    return "\n".join(out)
+
+
+def _split(hunks: str) -> list[list[str]]:
+    lines = hunks.split("\n")
+    if lines[0] != HUNK_LEAD:
+        raise HunkError(f"hunks start with {HUNK_LEAD!r}, got {lines[0]!r}")
+    found: list[list[str]] = []
+    for line in lines:
+        if line == HUNK_LEAD:
+            found.append([])
+        else:
+            found[-1].append(line)
+    return found
+
+
+def _find(lines: list[str], run: list[str], cursor: int) -> int:
+    """The first index from `cursor` where `run` stands in `lines`."""
+    if not run:
+        return cursor
+    first = run[0]
+    for at in range(cursor, len(lines) - len(run) + 1):
+        if lines[at] == first and lines[at : at + len(run)] == run:
+            return at
+    raise HunkError(f"hunk lines {run[:2]!r}... not found after line {cursor + 1}")
+
+
+def _line_starts(lines: list[str]) -> list[int]:
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line) + 1)
+    return starts
