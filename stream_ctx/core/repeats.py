@@ -30,6 +30,9 @@ _MAX_CANDIDATES = 8
 _MIN_DIFF_SHARE = 0.5
 # How many units a passage may lose at either end to find quotable first and last lines.
 _MAX_NARROWED = 3
+# A rerun reads best as its changes: a diff is written while it costs at most this many times
+# the references that would otherwise stand for it.
+_DIFF_PREFERENCE = 1.5
 DIFF_LEAD = "[§{} with changes:]\n"
 
 
@@ -102,7 +105,7 @@ class _Finder:
             return TextPlan([Ref(same, 0, len(text))])
         if base is not None:
             diff = _diff_plan(base, self.texts[base], text)
-            if diff is not None and _cost(diff) < _cost_of_pieces(pieces):
+            if diff is not None and _cost(diff) <= _DIFF_PREFERENCE * _cost_of_pieces(pieces):
                 return diff
         return TextPlan(pieces)
 
