@@ -38,7 +38,7 @@ READING_GUIDE = (
     " sets an attribute, `-name` drops one, `#tag` adds a tag, `-#tag` drops one). An id written"
     " `~rest` is item k's id up to its last `:`, `#` or `/`, then rest; a value `~` is the item's"
     " own id up to that separator. The item's text follows, up to the next `§n` line. In a text,"
-    " `[§k]` stands for all of item k's text, and `[§k \"first words\"…\"last words\"]` for"
+    ' `[§k]` stands for all of item k\'s text, and `[§k "first words"…"last words"]` for'
     " the passage of item k's text that starts where the first quote first occurs and ends with"
     " the next occurrence of the last quote (k may be the item being read: a passage earlier in"
     " it). A text that starts `[§k with changes:]` is item k's text changed by the hunks that"

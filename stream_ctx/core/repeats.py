@@ -16,6 +16,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from stream_ctx.core.quotes import choose_quotes, rough_tokens, unit_ends
 from stream_ctx.core.rerun import diff_hunks, equal_runs
@@ -91,16 +92,14 @@ class _Finder:
     whole: dict[str, int] = field(default_factory=dict)
 
     def plan(self, n: int, text: str) -> TextPlan:
-        ends = unit_ends(text)
-        starts = [0, *ends]
-        units = [text[a:b] for a, b in zip(starts, ends, strict=False)]
+        units, starts, marks = split_units(text)
         self.texts.append(text)
         self.units.append(units)
         self.starts.append(starts)
         same = self.whole.get(text)
         self.whole.setdefault(text, n)
         base = self._diff_base(n, units) if same is None else None
-        pieces = self._pieces(n, text, units, starts)
+        pieces = self._pieces(n, text, (units, starts, marks))
         if same is not None and _is_worth(same, text, "", ""):
             return TextPlan([Ref(same, 0, len(text))])
         if base is not None:
@@ -113,25 +112,29 @@ class _Finder:
         """The earlier text sharing the most of this one's units, if it shares enough."""
         shared: dict[int, int] = {}
         for unit in units:
-            for k in {k for k, _ in self.places.get(unit, ())}:
-                shared[k] = shared.get(k, 0) + len(unit)
+            places = self.places.get(unit)
+            if places is not None:
+                for k in {k for k, _ in places}:
+                    shared[k] = shared.get(k, 0) + len(unit)
         if not shared:
             return None
         best = max(sorted(shared), key=shared.__getitem__)
         total = sum(map(len, units))
         return best if shared[best] >= _MIN_DIFF_SHARE * total else None
 
-    def _pieces(self, n: int, text: str, units: list[str], starts: list[int]) -> list[Piece]:
+    def _pieces(self, n: int, text: str, split: Units) -> list[Piece]:
         """The text as literal runs and references, left to right; its units join the index."""
+        units, starts, marks = split
         pieces: list[Piece] = []
         written = 0
         i = 0
         while i < len(units):
             found = None
-            if _is_significant(units[i]):
+            if marks[i]:
                 found = self._reference(n, text, units, starts, i, written)
             if found is None:
-                self._register(n, units[i], i)
+                if marks[i]:
+                    self.places.setdefault(units[i], []).append((n, i))
                 i += 1
                 continue
             ref, a, b, end = found
@@ -140,7 +143,8 @@ class _Finder:
             pieces.append(ref)
             written = b
             for j in range(i, end):
-                self._register(n, units[j], j)
+                if marks[j]:
+                    self.places.setdefault(units[j], []).append((n, j))
             i = end
         if written < len(text):
             pieces.append(text[written:])
@@ -195,7 +199,9 @@ class _Finder:
             theirs = self.units[k]
             limit = len(theirs) if k != n else i  # a text's own passage ends before it recurs
             size = 1
-            while i + size < len(units) and j + size < limit and theirs[j + size] == units[i + size]:
+            while (
+                i + size < len(units) and j + size < limit and theirs[j + size] == units[i + size]
+            ):
                 size += 1
             chars = sum(map(len, units[i : i + size]))
             if chars > best_chars:
@@ -220,10 +226,6 @@ class _Finder:
                 b = starts[-1]
         return a, b
 
-    def _register(self, n: int, unit: str, j: int) -> None:
-        if _is_significant(unit):
-            self.places.setdefault(unit, []).append((n, j))
-
 
 def _narrowed(starts: list[int], a: int, b: int) -> list[tuple[int, int]]:
     """The span a..b and those a few units narrower at either end, widest first: a passage
@@ -233,6 +235,19 @@ def _narrowed(starts: list[int], a: int, b: int) -> list[tuple[int, int]]:
     lasts = [b, *inner[::-1][:_MAX_NARROWED]]
     spans = [(first, last) for first in firsts for last in lasts if last > first]
     return sorted(spans, key=lambda span: span[0] - span[1])
+
+
+Units = tuple[list[str], list[int], list[bool]]
+"""A text's units, where each starts (then the text's length), and which may start a run."""
+
+
+@lru_cache(maxsize=1 << 13)
+def split_units(text: str) -> Units:
+    """A text's units: a held item's are cut once while it stays cached."""
+    ends = unit_ends(text)
+    starts = [0, *ends]
+    units = [text[a:b] for a, b in zip(starts, ends, strict=False)]
+    return units, starts, [_is_significant(unit) for unit in units]
 
 
 def _diff_plan(base: int, old: str, new: str) -> TextPlan | None:

@@ -54,7 +54,11 @@ def equal_runs(old: str, new: str) -> Iterator[tuple[int, int, int]]:
         if size:
             old_end = min(old_starts[i + size], len(old))
             new_end = min(new_starts[j + size], len(new))
-            yield old_starts[i], new_starts[j], min(old_end - old_starts[i], new_end - new_starts[j])
+            yield (
+                old_starts[i],
+                new_starts[j],
+                min(old_end - old_starts[i], new_end - new_starts[j]),
+            )
 
 
 def apply_hunks(old: str, hunks: str) -> str:

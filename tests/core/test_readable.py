@@ -106,9 +106,7 @@ def _apply(old: str, hunks: str) -> str:
         rows = hunk.split("\n")
         found = [row[1:] for row in rows if row[:1] in (" ", "-")]
         made = [row[1:] for row in rows if row[:1] in (" ", "+")]
-        at = next(
-            p for p in range(cursor, len(lines)) if lines[p : p + len(found)] == found
-        )
+        at = next(p for p in range(cursor, len(lines)) if lines[p : p + len(found)] == found)
         out += lines[cursor:at] + made
         cursor = at + len(found)
     return "\n".join(out + lines[cursor:])
