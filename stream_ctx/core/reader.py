@@ -37,10 +37,37 @@ class ReadItem:
     base: int | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Reference:
+    """A reference as written in a context (characters `start` to `end`), the item it names, and
+    the text it stands for (a diff: the whole body, and the text it makes)."""
+
+    start: int
+    end: int
+    number: int
+    text: str
+
+
 def read_context(context: str, *, held: Sequence[ReadItem] = (), start: int = 0) -> list[ReadItem]:
     """Every item of a lean context, content rebuilt exactly, references resolved; with `held`,
     the entries a delta's history holds (numbered 1..), the entries from `start` on number after
     them and may refer to them."""
+    return _read(context, held, start, None)
+
+
+def read_references(
+    context: str, *, held: Sequence[ReadItem] = (), start: int = 0
+) -> list[Reference]:
+    """Every reference of a lean context and what it stands for, in order (for a page that
+    shows the context as sent)."""
+    found: list[Reference] = []
+    _read(context, held, start, found)
+    return found
+
+
+def _read(
+    context: str, held: Sequence[ReadItem], start: int, found: list[Reference] | None
+) -> list[ReadItem]:
     items: list[ReadItem] = list(held)
     pos = start
     while pos < len(context):
@@ -53,31 +80,52 @@ def read_context(context: str, *, held: Sequence[ReadItem] = (), start: int = 0)
         end = len(context) - 1 if end < 0 else end
         if end < pos or context[end] != "\n":
             raise ContextSyntaxError(f"item §{number} does not end with a newline")
-        item.content = _text(context[pos:end], [it.content for it in items], number)
+        body = _Body(context[pos:end], pos, number, found)
+        item.content = body.text([it.content for it in items])
         items.append(item)
         pos = end + 1
     return items[len(held) :]
 
 
-def _text(body: str, earlier: list[str], number: int) -> str:
-    """An entry's text from its body: literal runs, passages of earlier texts, or a diff."""
-    diff = _DIFF.match(body)
-    if diff is not None:
-        source = _source(diff.group(1), earlier, number, diff.group())
-        try:
-            return apply_hunks(source, body[diff.end() :])
-        except HunkError as exc:
-            raise ContextSyntaxError(f"item §{number}: {exc}") from exc
-    text = ""
-    literal_from = 0
-    for m in _BODY_TOKEN.finditer(body):
-        text += _literal(body[literal_from : m.start()], number)
-        if m.group().startswith("[\\"):
-            text += "["
-        elif m.group(1) is not None:
-            text += _passage(m, earlier, text, number)
-        literal_from = m.end()
-    return text + _literal(body[literal_from:], number)
+@dataclass(frozen=True, slots=True)
+class _Body:
+    """An entry's body, where it starts in the context, its item's number, and where to note
+    its references (None: not noted)."""
+
+    body: str
+    offset: int
+    number: int
+    found: list[Reference] | None
+
+    def text(self, earlier: list[str]) -> str:
+        """The entry's text: literal runs, passages of earlier texts, or a diff."""
+        body, number = self.body, self.number
+        diff = _DIFF.match(body)
+        if diff is not None:
+            source = _source(diff.group(1), earlier, number, diff.group())
+            try:
+                made = apply_hunks(source, body[diff.end() :])
+            except HunkError as exc:
+                raise ContextSyntaxError(f"item §{number}: {exc}") from exc
+            self._note(0, len(body), diff.group(1), made)
+            return made
+        text = ""
+        literal_from = 0
+        for m in _BODY_TOKEN.finditer(body):
+            text += _literal(body[literal_from : m.start()], number)
+            if m.group().startswith("[\\"):
+                text += "["
+            elif m.group(1) is not None:
+                passage = _passage(m, earlier, text, number)
+                self._note(m.start(), m.end(), m.group(1), passage)
+                text += passage
+            literal_from = m.end()
+        return text + _literal(body[literal_from:], number)
+
+    def _note(self, start: int, end: int, number: str, text: str) -> None:
+        if self.found is not None:
+            at = self.offset
+            self.found.append(Reference(at + start, at + end, int(number), text))
 
 
 def _passage(m: re.Match[str], earlier: list[str], text: str, number: int) -> str:
