@@ -150,7 +150,8 @@ def _after_space(text: str, pos: int) -> int:
 def _chunks(
     rng: random.Random, shape: WorkloadShape, doc_id: str, runbook: str
 ) -> list[tuple[str, str]]:
-    """Neighbouring chunks of one document, each overlapping the previous by `overlap`."""
+    """Neighbouring chunks of one document, each overlapping the previous by about `overlap`,
+    cut after whitespace as a chunker cuts (never inside a word)."""
     low, high = shape.chunk_chars
     sizes = [rng.randint(low, high) for _ in range(rng.randint(3, 6))]
     text = passage(rng, sum(sizes), text=shape.text)
@@ -159,8 +160,8 @@ def _chunks(
         text = f"{text[:at]} As the runbook says: {runbook} {text[at:]}"
     chunks, start = [], 0
     for n, size in enumerate(sizes):
-        chunks.append((f"{doc_id}:{n}", text[start : start + size]))
-        start += max(1, int(size * (1 - shape.overlap)))
+        chunks.append((f"{doc_id}:{n}", text[start : _after_space(text, start + size)]))
+        start = _after_space(text, start + max(1, int(size * (1 - shape.overlap))))
     return chunks
 
 

@@ -82,6 +82,7 @@ async def run_demo(
                     out.write("\ninterrupted: stopping the processor, then the broker\n")
                     inspect_port = None  # Ctrl-C means stop, inspector or not
                 out.write(_summary(received, expected))
+                out.write(_showcase(received))
                 if inspect_port is not None:
                     out.write(
                         f"the inspector stays open at http://{http.host}:{port}/inspect/;"
@@ -156,4 +157,17 @@ def _summary(received: Sequence[Bundle], expected: int) -> str:
         f"\n{len(received)}/{expected} bundles; tokens {naive} naive -> {bundled} bundled "
         f"(ratio {ratio:.3f}, {1 - ratio:.1%} saved, counted with cl100k_base); "
         f"every character and attribute kept\n"
+    )
+
+
+def _showcase(received: Sequence[Bundle]) -> str:
+    """One context as the model receives it: the shortest that refers back to an earlier item."""
+    sharing = [b for b in received if "[§" in b.context and b.mode == "full"]
+    if not sharing:
+        return ""
+    bundle = min(sharing, key=lambda b: (len(b.context), b.bundle_id))
+    stats = bundle.stats
+    return (
+        f"\none context as the model receives it (bundle {bundle.bundle_id}: "
+        f"{stats.tokens_bundle} tokens, {stats.tokens_naive} naive):\n\n{bundle.context}"
     )

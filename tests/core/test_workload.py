@@ -15,7 +15,7 @@ from stream_ctx.workload import WorkloadShape, generate, passage
 
 # sha256 of msgspec.json.encode(generate(1, WorkloadShape(conversations=3))), taken before the
 # real-text option existed: tests and benchmarks compare against the synthetic output as it is.
-_SYNTHETIC_DIGEST = "36d91242c825633fe594020c898fdd3524ee562a515fb9069eabcc464dcc6e4e"
+_SYNTHETIC_DIGEST = "a2dfef4fc40934ecce5d3bf3216b4001566e0f965707cf506c9517f75f389308"
 _SMALL = WorkloadShape(conversations=3)
 
 
@@ -70,3 +70,17 @@ def test_real_text_passage_is_a_whitespace_cut_stretch_of_the_corpus() -> None:
 def test_workload_text_names_the_field_and_value() -> None:
     with pytest.raises(ValueError, match=r"WorkloadShape.text must be one of .*, got 'wiki'"):
         WorkloadShape(text="wiki")
+
+
+def test_chunks_start_and_end_between_words() -> None:
+    chunks = [
+        item.content
+        for e in generate(5, WorkloadShape(conversations=4))
+        if isinstance(e, Retrieval)
+        for item in e.items
+        if item.kind != "tool_result"
+    ]
+    assert chunks
+    for text in chunks:
+        assert not text[:1].isspace()
+        assert text[-1:].isspace() or text[-1:] in ".!?"
