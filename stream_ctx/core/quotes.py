@@ -86,8 +86,8 @@ def _heads(line: str) -> Iterator[str]:
     ends = [m.end() for m in _WORD.finditer(line)][:_MAX_QUOTED_WORDS]
     for end in ends:
         head = line[:end]
-        if _HEAD_STOP in head:
-            return
+        if _HEAD_STOP in f'"{head}"…':  # as written, the reference would end it early
+            continue
         if _is_spottable(head):
             yield head
 
