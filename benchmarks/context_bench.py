@@ -1,8 +1,8 @@
 """Context size on real text: the naive baseline, pasted items, and the lean format in each order,
 side by side in one run; prefix reuse per order; repeats left in any context. Asserts nothing.
 
-    python benchmarks/context_bench.py [--corpus numpy|stdlib ...] [--tokenizer o200k_base]
-        [--write PATH]
+    python benchmarks/context_bench.py [--corpus numpy|stdlib|code|stdlib-code ...]
+        [--tokenizer o200k_base] [--write PATH]
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from repeat_check import IDENTIFIER_PARTS, repeated_stretches
 
-from stream_ctx import BundleConfig, ContextProcessor, get_tokenizer
+from stream_ctx import BundleConfig, ContextProcessor, codetext, get_tokenizer
 from stream_ctx.core.events import RenderOrder
 from stream_ctx.core.tokenizer import ENCODINGS, EncodingName
 from stream_ctx.realtext import workload
@@ -71,7 +71,8 @@ def run(events: list, order: RenderOrder, *, max_items: int, encoding: EncodingN
 
 def table(corpus: str, conversations: int, max_items: int, encoding: EncodingName) -> list[str]:
     """The markdown lines of one corpus's run: every order side by side."""
-    events = workload(corpus, conversations=conversations)
+    source = codetext.workload if corpus in codetext.CORPORA else workload
+    events = source(corpus, conversations=conversations)
     lines = [
         f"corpus `{corpus}`: {conversations} conversations, {len(events)} events, "
         f"max_items {max_items}, tokenizer {encoding}",
@@ -94,7 +95,7 @@ def table(corpus: str, conversations: int, max_items: int, encoding: EncodingNam
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--corpus", choices=["numpy", "stdlib"], action="append")
+    parser.add_argument("--corpus", choices=["numpy", "stdlib", *codetext.CORPORA], action="append")
     parser.add_argument("--conversations", type=int, default=150)
     parser.add_argument("--max-items", type=int, default=10)
     parser.add_argument("--tokenizer", choices=ENCODINGS, default="cl100k_base")
