@@ -1,10 +1,12 @@
-"""The lean format of issue 9: lossless from the context alone, every repeat shared, prefix-stable,
-escaped only where content looks like framing; and the fixed naive baseline."""
+"""The lean format: lossless from the context alone, every repeat of whole lines shared,
+prefix-stable, escaped only where content looks like framing; and the fixed naive baseline."""
 
 from __future__ import annotations
 
 import random
+import re
 import uuid
+from collections import Counter
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -15,9 +17,9 @@ from stream_ctx.core.accumulator import ContextItem
 from stream_ctx.core.config import BundleConfig
 from stream_ctx.core.events import RenderOrder, RetrievedItem
 from stream_ctx.core.processor import ContextProcessor
-from stream_ctx.core.reader import ReadItem, read_context
+from stream_ctx.core.reader import ReadItem, read_context, read_references
 from stream_ctx.core.render import READING_GUIDE, atom, render_lean, render_naive
-from stream_ctx.core.repeats import Ref, plan_texts
+from stream_ctx.core.repeats import Ref, TextPlan, plan_texts
 from stream_ctx.core.scoring import rank_key
 from stream_ctx.core.tokenizer import get_tokenizer
 from tests.factories import (
@@ -35,8 +37,8 @@ ORDERS: tuple[RenderOrder, ...] = ("priority", "stable", "edges")
 
 
 def _lean(items: list[ContextItem]) -> str:
-    parsed = plan_texts([item.content for item in items])
-    return "".join(text for _, text in render_lean(items, parsed))
+    plans = plan_texts([item.content for item in items])
+    return "".join(text for _, text in render_lean(items, plans))
 
 
 def _naive(items: list[ContextItem]) -> str:
@@ -63,6 +65,12 @@ _VOCABULARY = (
 def _prose(seed: int, words: int = 120) -> str:
     rng = random.Random(seed)
     return " ".join(rng.choice(_VOCABULARY) + str(rng.randrange(97)) for _ in range(words))
+
+
+def _lines(seed: int, count: int) -> list[str]:
+    """Lines of eight to twelve random words, each with its newline."""
+    rng = random.Random(seed)
+    return [_prose(rng.randrange(10**9), rng.randint(8, 12)) + "\n" for _ in range(count)]
 
 
 @st.composite
@@ -123,6 +131,41 @@ def planted_repeats(draw: st.DrawFn) -> list[str]:
     return texts
 
 
+@st.composite
+def planted_lines(draw: st.DrawFn) -> list[str]:
+    """Texts of lines: unrelated sources, then texts with their own lines and runs of two or
+    more of a source's lines planted between them (at starts and ends, several times, runs that
+    overlap across texts). No text holds a line twice, and each ends with a newline: the
+    planner takes the longest earlier run, and does not try another source when that one's
+    first line stands earlier in it (which quotes cannot find) or when it stops before a last
+    line written without its newline."""
+    seeds = draw(st.lists(st.integers(0, 10_000), min_size=6, max_size=6, unique=True))
+    sources = [_lines(seed, draw(st.integers(2, 12))) for seed in seeds[:2]]
+    texts = []
+    for seed in seeds[2 : 2 + draw(st.integers(1, 4))]:
+        blocks = [[line] for line in _lines(seed, draw(st.integers(0, 6)))]
+        for _ in range(draw(st.integers(1, 4))):
+            source = sources[draw(st.integers(0, len(sources) - 1))]
+            start = draw(st.integers(0, len(source) - 2))
+            run = source[start : start + draw(st.integers(2, 6))]
+            if not set(run) & {line for block in blocks for line in block}:
+                at = draw(st.sampled_from([0, len(blocks)]) | st.integers(0, len(blocks)))
+                blocks.insert(at, run)
+        texts.append("".join(line for block in blocks for line in block))
+    return ["".join(lines) for lines in sources] + texts
+
+
+def _written_lines(context: str) -> list[str]:
+    """The lines a context writes out: its entries' texts without their references and diffs."""
+    written, pos = [], 0
+    for reference in read_references(context):
+        written.append(context[pos : reference.start])
+        pos = reference.end
+    written.append(context[pos:])
+    lines = "\n".join(written).split("\n")
+    return [line for line in lines if line and not re.match(r"§\d+ ", line)]
+
+
 # Lossless ----------------------------------------------------------------------------------------
 
 
@@ -133,41 +176,51 @@ def test_lean_context_reads_back_every_item_exactly(items: list[ContextItem]) ->
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(texts=planted_repeats())
-def test_no_qualifying_repeat_survives_and_context_reads_back(texts: list[str]) -> None:
+@given(texts=planted_lines())
+def test_no_repeated_run_of_lines_survives_and_context_reads_back(texts: list[str]) -> None:
     items = [make_context_item(id=f"d{n}", content=t, entered=n) for n, t in enumerate(texts)]
     context = _lean(items)
-    assert repeated_stretches(context) == []
+    assert [line for line, uses in Counter(_written_lines(context)).items() if uses > 1] == []
     _assert_reads_back(read_context(context), items)
 
 
-def test_repeat_inside_one_item_and_periodic_runs_are_shared() -> None:
-    passage = "clients must refresh before the grace hour ends, "
+def test_a_passage_repeated_inside_one_item_refers_back_to_it() -> None:
+    passage = "".join(f"clients must refresh {what} before the grace hour ends\n" for what in "ABC")
     items = [
-        make_context_item(id="a", content="start " + passage + "middle " + passage + "end"),
-        make_context_item(id="b", content="one two three four five " * 8),
+        make_context_item(id="a", content="start\n" + passage + "middle\n" + passage + "end"),
+        make_context_item(id="b", content=passage + passage),
     ]
     context = _lean(items)
+    reference = '[§1 "clients"…"C before the grace hour ends"]'
     assert context.count(passage) == 1
-    assert context.count("one two three four five") == 1
-    assert repeated_stretches(context) == []
+    assert f"\nmiddle\n{reference}\nend\n" in context
+    assert context.endswith(f"\n§2 b ^1\n{reference}\n{reference}\n\n")
     _assert_reads_back(read_context(context), items)
 
 
-def test_neighbour_chunks_share_their_overlap_as_one_short_reference() -> None:
-    text = _prose(7, 200)
-    first, second = text[:800], text[640:1440]
+def test_neighbour_chunks_share_their_overlap_as_one_reference() -> None:
+    # Cut as a chunker cuts: the first chunk at a line's end, the second between two words of
+    # a line of the first, so that its first line is a part of one.
+    text = "".join(_lines(7, 30))
+    end = text.index("\n", 1200) + 1
+    start = text.index(" ", text.rindex("\n", 0, 800)) + 1
+    first, second = text[:end], text[start:]
     items = [
         make_context_item(id="doc:1", content=first),
         make_context_item(id="doc:2", content=second),
     ]
-    context = _lean(items)
-    assert f"\n§2 doc:2 ^1\n«1:640»{text[800:1440]}\n" in context
-    backwards = _lean(items[::-1])
-    assert f"\n§2 doc:1 ^1\n{text[:640]}«1+160»\n" in backwards
+    body = _lean(items).split("\n§2 doc:2 ^1\n")[1]
+    reference = re.match(r'\[§1 "([^"]+)"…"([^"]+)"\]', body)
+    assert reference is not None
+    assert second.startswith(reference[1]) and first[: end - 1].endswith(reference[2])
+    assert body[reference.end() :] == text[end - 1 :] + "\n"
+    backwards = _lean(items[::-1]).split("\n§2 doc:1 ^1\n")[1]
+    assert backwards.startswith(text[: text.index("\n", start) + 1] + '[§1 "')
+    assert backwards.endswith('"]\n\n')
     both = _lean([items[0], make_context_item(id="again", content=first)])
-    assert both.endswith("\n§2 again ^1\n«1»\n")
-    _assert_reads_back(read_context(backwards), items[::-1])
+    assert both.endswith("\n§2 again ^1\n[§1]\n")
+    _assert_reads_back(read_context(_lean(items)), items)
+    _assert_reads_back(read_context(_lean(items[::-1])), items[::-1])
 
 
 def test_short_repeats_and_repeats_of_few_words_stay_written() -> None:
@@ -176,7 +229,7 @@ def test_short_repeats_and_repeats_of_few_words_stay_written() -> None:
         make_context_item(id="b", content="the cache rejects tokens! " + "=" * 60),
     ]
     context = _lean(items)
-    assert "«" not in context
+    assert "[§" not in context
     _assert_reads_back(read_context(context), items)
 
 
@@ -195,7 +248,10 @@ def test_plain_prose_has_no_fences_or_escapes() -> None:
         ("§7 starts like a header", "\\§7 starts like a header"),
         ("x\n\\§3 already escaped", "x\n\\\\§3 already escaped"),
         ("x\n[2] y (chunk)\n and § 4", "x\n[2] y (chunk)\n and § 4"),
-        ("a «1:0+3» look-alike «", "a ««1:0+3» look-alike ««"),
+        ('a [§1 "b c"…"d e"] look-alike [§', 'a [\\§1 "b c"…"d e"] look-alike [\\§'),
+        ("[§1]\n[\\§2] already escaped", "[\\§1]\n[\\\\§2] already escaped"),
+        ("[§1 with changes:]\n@@\n-x\n+y", "[\\§1 with changes:]\n@@\n-x\n+y"),
+        ("a «1:0+3» guillemet is plain text «", "a «1:0+3» guillemet is plain text «"),
     ],
 )
 def test_content_that_looks_like_framing_is_escaped(content: str, written: str) -> None:
@@ -241,8 +297,8 @@ def test_atom_is_bare_only_when_unambiguous(text: str, expected: str) -> None:
 
 
 def test_reading_guide_names_every_construct() -> None:
-    constructs = ("§n id (kind)", "§n id ^k", "name=value", "-name", "-#tag", "`~rest`", "«k:s+n»")
-    constructs += ("«k+n»", "«k:s»", "«k»", "««")
+    constructs = ("§n id (kind)", "§n id ^k", "name=value", "-name", "-#tag", "`~rest`", "[§k]")
+    constructs += ('[§k "first words"…"last words"]', "[§k with changes:]", "@@", "[\\§")
     for construct in constructs:
         assert construct in READING_GUIDE
 
@@ -516,16 +572,23 @@ def test_a_header_looks_past_an_earlier_item_its_tags_cannot_be_written_from() -
 
 
 def test_a_lead_look_alike_right_after_a_reference_is_written_as_it_is() -> None:
+    # Not at a line's start, it reads as text. (The planner ends a reference before a blank,
+    # so plans are built by hand.)
     passage = " ".join(f"word{n}" for n in range(30))
     tail = "§2 looks like a lead"
-    context = _lean_context(
-        [
-            make_item(id="a", salience=0.9, content=passage),
-            make_item(id="b", salience=0.8, content=passage + tail),
-        ]
-    )
-    assert context.endswith(f"§2 b ^1\n«1»{tail}\n")
-    assert [r.content for r in read_context(context)] == [passage, passage + tail]
+    items = [
+        make_context_item(id="a", content=passage),
+        make_context_item(id="b", content=passage + tail),
+        make_context_item(id="c", content=passage + tail),
+    ]
+    plans = [
+        TextPlan([passage]),
+        TextPlan([Ref(0, 0, len(passage)), tail]),
+        TextPlan([Ref(0, 0, len(passage), "word0", "word29"), tail]),
+    ]
+    context = "".join(text for _, text in render_lean(items, plans))
+    assert context.endswith(f'§2 b ^1\n[§1]{tail}\n§3 c ^2\n[§1 "word0"…"word29"]{tail}\n')
+    assert [r.content for r in read_context(context)] == [item.content for item in items]
 
 
 def test_naming_a_base_numbered_1000_or_more_costs_a_token_more() -> None:
@@ -642,51 +705,7 @@ def test_an_id_stem_of_exactly_eight_characters_is_abbreviated() -> None:
     assert "\n§2 ~2 ^1\n" in context
 
 
-def test_render_lean_refuses_parsed_contents_for_another_number_of_items() -> None:
+def test_render_lean_refuses_plans_for_another_number_of_items() -> None:
     items = [make_context_item(id=f"i{n}", content="text") for n in range(2)]
     with pytest.raises(ValueError, match="zip"):
-        render_lean(items, [["text"]])
-
-
-def test_a_repeat_whose_second_word_starts_after_its_first_64_characters_is_shared() -> None:
-    # Its head (the first 64 characters) holds one word; the whole stretch holds exactly two.
-    passage = "a" * 70 + " b"
-    assert plan_texts([passage, "z " + passage])[1] == ["z ", Ref(0, 0, len(passage))]
-
-
-def test_a_repeat_of_two_words_without_word_characters_is_shared() -> None:
-    # Two distinct `\S+` words in its head, which is all of it, and not one `\w+` word.
-    passage = "-- + + -- -- -- + + + -- + -- -- + -- +"
-    pieces = plan_texts(["<" + passage + ">", "(" + passage + ")"])[1]
-    assert pieces == ["(", Ref(0, 1, len(passage)), ")"]
-
-
-def test_a_repeat_of_exactly_30_characters_is_shared() -> None:
-    passage = "abcde fghij klmno pqrst uvwxyz"  # MIN_FACTOR_CHARS long, and five words
-    assert len(passage) == 30
-    assert plan_texts(["<" + passage + ">", "(" + passage + ")"])[1] == ["(", Ref(0, 1, 30), ")"]
-
-
-def test_a_repeat_starts_at_the_first_place_its_words_allow_after_one_they_do_not() -> None:
-    # From `a` the stretch holds one word (`ab`); one character on it holds two (`b`, `ab`).
-    passage = "ab " * 20
-    pieces = plan_texts(["(" + passage + ")", "[" + passage + "]"])[1]
-    assert pieces == ["[a", Ref(0, 2, len(passage) - 1), "]"]
-
-
-def test_a_repeat_starts_after_a_rejected_place_and_the_middle_of_a_character() -> None:
-    # From `é` the stretch holds one word; the next byte is inside `é`; the next `é` starts two.
-    passage = "éé " * 20
-    pieces = plan_texts(["(" + passage + ")", "[" + passage + "]"])[1]
-    assert pieces == ["[é", Ref(0, 2, len(passage) - 1), "]"]
-
-
-def test_a_repeat_ends_before_a_character_whose_first_byte_alone_is_shared() -> None:
-    shared = "the shared stretch of several words "
-    # `é` and `è` share their first UTF-8 byte: the copy stops before the character.
-    assert plan_texts([shared + "é", shared + "è"])[1] == [Ref(0, 0, len(shared)), "è"]
-
-
-def test_a_repeat_holding_a_lone_surrogate_is_shared() -> None:
-    shared = "words before \ud800 and words after it "
-    assert plan_texts([shared + "!", shared + "?"])[1] == [Ref(0, 0, len(shared)), "?"]
+        render_lean(items, [TextPlan(["text"])])
