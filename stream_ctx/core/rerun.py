@@ -46,19 +46,16 @@ def diff_hunks(old: str, new: str) -> str | None:
 
 def equal_runs(old: str, new: str) -> Iterator[tuple[int, int, int]]:
     """The runs of whole lines `new` keeps from `old`: (start in old, start in new, length),
-    in characters, in order."""
+    in characters, in order; none empty (the empty line after both texts' last newline)."""
     before, after = old.split("\n"), new.split("\n")
     matcher = difflib.SequenceMatcher(None, before, after, autojunk=False)
     old_starts, new_starts = _line_starts(before), _line_starts(after)
     for i, j, size in matcher.get_matching_blocks():
-        if size:
-            old_end = min(old_starts[i + size], len(old))
-            new_end = min(new_starts[j + size], len(new))
-            yield (
-                old_starts[i],
-                new_starts[j],
-                min(old_end - old_starts[i], new_end - new_starts[j]),
-            )
+        old_end = min(old_starts[i + size], len(old))
+        new_end = min(new_starts[j + size], len(new))
+        length = min(old_end - old_starts[i], new_end - new_starts[j])
+        if size and length:
+            yield old_starts[i], new_starts[j], length
 
 
 def apply_hunks(old: str, hunks: str) -> str:

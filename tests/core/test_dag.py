@@ -43,6 +43,19 @@ def _random_prose(seed: int, chars: int) -> str:
     return "".join(parts)[:chars]
 
 
+def _random_lines(seed: int, count: int) -> list[str]:
+    """Lines of eight to fourteen random words (of three to nine letters and digits), each with
+    its newline: repeats are shared by whole lines and sentences, and no line of these repeats
+    another."""
+    rng = random.Random(seed)
+    letters = "abcdefghijklmnopqrstuvwxyz0123456789"
+    words = [
+        ["".join(rng.choice(letters) for _ in range(rng.randint(3, 9))) for _ in range(n)]
+        for n in (rng.randint(8, 14) for _ in range(count))
+    ]
+    return [" ".join(line) + "\n" for line in words]
+
+
 def _assert_well_formed(dag: StateDag, contents: list[str]) -> None:
     assert len(dag.item_blocks) == len(contents)
     for n, content in enumerate(contents):
@@ -88,8 +101,8 @@ def test_dag_round_trip_is_lossless_for_unrelated_odd_text(contents: list[str]) 
 
 
 def test_a_copy_from_inside_a_text_takes_the_blocks_its_source_is_cut_into() -> None:
-    shared = "the shared passage that every retrieval returns in full"
-    second = "and a second passage that only two of them return"
+    shared = "The shared passage that every retrieval returns in full, worth a reference."
+    second = "And a second passage that only two of them return, worth one of its own."
     contents = [
         f"An introduction of some length comes first. {shared} {second} Then the first one ends.",
         f"Another text starts here. {shared} And it ends otherwise.",
@@ -115,42 +128,52 @@ def test_dag_empty_and_single_items() -> None:
     _assert_well_formed(_build(_items(["", "x", ""])), ["", "x", ""])
 
 
-# Repeats are found through content-defined anchors (dag.py): a repeat of MIN_SHARED_CHARS is
-# usually found, one of 250 characters of prose always (every anchor rule samples many of its
-# ~35 word starts). The tests below use the sure size so that they test sharing, not luck.
-SURE_REPEAT = 250
+# A reference stands for whole lines or sentences without the blank or newline after them: a
+# repeat of lines is the block of those lines up to the last one's newline.
 
 
 def test_dag_neighbour_chunks_share_their_overlap_block() -> None:
-    text = _random_prose(1, 1000)
-    contents = [text[0:500], text[250:750], text[500:1000]]
+    lines = _random_lines(1, 20)
+    contents = ["".join(lines[0:10]), "".join(lines[5:15]), "".join(lines[10:20])]
     dag = _build(_items(contents))
     _assert_well_formed(dag, contents)
     first, second, third = dag.item_blocks
-    assert first[-1] == second[0]
-    assert dag.blocks[first[-1]] == text[250:500]
-    assert second[-1] == third[0]
-    assert dag.blocks[second[-1]] == text[500:750]
-    assert dag.block_uses[first[-1]] == 2
-    assert dag.block_uses[second[-1]] == 2
+    assert first[1] == second[0]
+    assert dag.blocks[first[1]] == "".join(lines[5:10])[:-1]
+    assert second[2] == third[0]
+    assert dag.blocks[second[2]] == "".join(lines[10:15])[:-1]
+    assert dag.block_uses[first[1]] == 2
+    assert dag.block_uses[second[2]] == 2
 
 
 @settings(max_examples=40, deadline=None)
 @given(
     seed=st.integers(0, 10**6),
-    size=st.integers(SURE_REPEAT + 1, 900),
-    overlap=st.integers(SURE_REPEAT, 400),
+    size=st.integers(4, 16),
+    overlap=st.integers(3, 12),
+    within=st.integers(0, 13),
 )
-def test_dag_neighbour_overlap_is_one_shared_block(seed: int, size: int, overlap: int) -> None:
+def test_dag_neighbour_overlap_is_one_shared_block(
+    seed: int, size: int, overlap: int, within: int
+) -> None:
+    # The second chunk starts at a line's start, or between two words inside the line before,
+    # two words or more before its end (its first, partial line is then taken into the
+    # reference, and quoted: its words are three characters or more).
     overlap = min(overlap, size - 1)
-    text = _random_prose(seed, 2 * size)
-    start = size - overlap
-    contents = [text[:size], text[start : start + size]]
+    lines = _random_lines(seed, 2 * size)
+    text = "".join(lines)
+    start = len("".join(lines[: size - overlap]))
+    if within and size > overlap + 1:
+        line = lines[size - overlap - 1]
+        spaces = [n + 1 for n, c in enumerate(line) if c == " "][:-1]
+        start = len("".join(lines[: size - overlap - 1])) + spaces[within % len(spaces)]
+    end = len("".join(lines[:size]))
+    contents = [text[:end], text[start : start + end]]
     dag = _build(_items(contents))
     _assert_well_formed(dag, contents)
-    shared = dag.item_blocks[0][-1]
+    shared = dag.item_blocks[0][-2]
     assert shared == dag.item_blocks[1][0]
-    assert dag.blocks[shared] == text[start:size]
+    assert dag.blocks[shared] == text[start : end - 1]
 
 
 def _shared_cover(dag: StateDag, n: int, other: int) -> list[bool]:
@@ -165,22 +188,23 @@ def _shared_cover(dag: StateDag, n: int, other: int) -> list[bool]:
 @settings(max_examples=40, deadline=None)
 @given(
     seed=st.integers(0, 10**6),
-    passage_len=st.integers(SURE_REPEAT, 500),
-    heads=st.tuples(st.integers(1, 200), st.integers(1, 200)),
-    tails=st.tuples(st.integers(0, 200), st.integers(0, 200)),
+    passage_lines=st.integers(2, 8),
+    heads=st.tuples(st.integers(0, 6), st.integers(0, 6)),
+    tails=st.tuples(st.integers(0, 6), st.integers(0, 6)),
 )
 def test_dag_passage_inside_two_documents_becomes_shared(
-    seed: int, passage_len: int, heads: tuple[int, int], tails: tuple[int, int]
+    seed: int, passage_lines: int, heads: tuple[int, int], tails: tuple[int, int]
 ) -> None:
-    rng_text = _random_prose(seed, 2200)
-    passage = rng_text[:passage_len]
-    a = rng_text[600 : 600 + heads[0]] + passage + rng_text[900 : 900 + tails[0]]
-    b = rng_text[1200 : 1200 + heads[1]] + passage + rng_text[1500 : 1500 + tails[1]]
+    lines = _random_lines(seed, 32)
+    passage = "".join(lines[:passage_lines])
+    a = "".join(lines[8 : 8 + heads[0]]) + passage + "".join(lines[14 : 14 + tails[0]])
+    b = "".join(lines[20 : 20 + heads[1]]) + passage + "".join(lines[26 : 26 + tails[1]])
     dag = _build(_items([a, b]))
     _assert_well_formed(dag, [a, b])
     cover_a, cover_b = _shared_cover(dag, 0, 1), _shared_cover(dag, 1, 0)
-    assert all(cover_a[heads[0] : heads[0] + passage_len])
-    assert all(cover_b[heads[1] : heads[1] + passage_len])
+    at_a, at_b = a.index(passage), b.index(passage)
+    assert all(cover_a[at_a : at_a + len(passage) - 1])
+    assert all(cover_b[at_b : at_b + len(passage) - 1])
 
 
 def test_dag_same_passage_retrieved_twice_is_one_block() -> None:
@@ -200,14 +224,17 @@ def test_dag_short_repeats_stay_inline() -> None:
 
 
 def test_dag_block_ids_are_content_addressed_across_builds() -> None:
-    prose = _random_prose(3, 1200)
-    passage = prose[: SURE_REPEAT + 50]
+    lines = _random_lines(3, 12)
+    passage = "".join(lines[:4])[:-1]
     first = _build(
         _items(
-            ["A" + prose[300:400] + "A" + passage + "C", "B" + prose[500:600] + "B" + passage + "D"]
+            [
+                "".join(lines[4:6]) + passage + "\n" + lines[6],
+                "".join(lines[7:9]) + passage + "\n" + lines[9],
+            ]
         )
     )
-    second = _build(_items([passage, "X" + prose[700:800] + "X" + passage]))
+    second = _build(_items([passage, "".join(lines[10:12]) + passage]))
     assert first.blocks[block_id(passage)] == passage
     assert second.blocks[block_id(passage)] == passage
     assert block_id(passage) in first.item_blocks[0]
@@ -308,16 +335,31 @@ def test_dag_build_is_deterministic() -> None:
 
 
 def test_dag_pieces_of_one_text_used_nowhere_else_join_into_one_block() -> None:
-    # Three times one passage: a literal, then a copy of it that runs into what it produces. No
-    # other item shares either piece, so the item is one block.
-    passage = _random_prose(3, 300)
-    contents = [passage * 3, "a short text of its own"]
+    # The third text copies from the second a line of its own and the start of its copy of the
+    # first, and takes the second's cut between them: the piece from that copy is used nowhere
+    # else, nor is the line after it, so the two are one block.
+    lines = _random_lines(3, 10)
+    first = "".join(lines[0:6])
+    second = lines[6] + lines[7] + first + lines[8]
+    third = lines[7] + "".join(lines[0:3]) + lines[9]
+    contents = [first, second, third]
     dag = _build(_items(contents))
     _assert_well_formed(dag, contents)
-    assert [[dag.blocks[b] for b in ids] for ids in dag.item_blocks] == [
-        [passage * 3],
-        [contents[1]],
-    ]
+    blocks = [[dag.blocks[b] for b in ids] for ids in dag.item_blocks]
+    assert blocks[2] == [lines[7], "".join(lines[0:3])[:-1] + "\n" + lines[9]]
+    assert dag.block_uses[dag.item_blocks[2][0]] == 2
+
+
+def test_dag_reruns_that_change_their_last_line_alike_share_no_empty_block() -> None:
+    # Diffs (the second against the first, the third against the second) whose last kept line
+    # is only the empty one after the last newline.
+    config = [f"  replicas_{n}: {n * 3}\n" for n in range(12)]
+    changed = [*config[:-1], "  replicas_final: 1\n"]
+    also = list(changed)
+    also[3] = "  replicas_3: 10\n"
+    contents = ["".join(config), "".join(changed), "".join(also)]
+    dag = _build(_items(contents))
+    _assert_well_formed(dag, contents)
 
 
 def test_dag_lists_shared_values_most_widely_held_first_then_by_field_name_and_value() -> None:
