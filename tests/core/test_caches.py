@@ -130,15 +130,15 @@ def test_a_full_count_cache_drops_its_oldest_entry_for_a_new_one() -> None:
     assert (counter.cached, counter.misses) == (limit, limit + 2)
 
 
-def test_a_literal_guillemet_and_a_reference_written_alike_are_counted_apart() -> None:
+def test_a_literal_reference_and_a_reference_written_alike_are_counted_apart() -> None:
     # One counter of its own: the second bundle's last entry differs from the first's only in
-    # the escape of its `«` (a literal `««1»` where the first has the reference `«1»`), so a count
-    # cached under a key that lost the escape would price it wrongly.
+    # the escape of its `[§` (a literal `[\§1]` where the first has the reference `[§1]`), so
+    # a count cached under a key that lost the escape would price it wrongly.
     tokenizer = BpeTokenizer()
     passage = " ".join(f"passage{n}" for n in range(40))
     cases = [
-        ("refers", f"see {passage} here", "see «1» here\n"),
-        ("writes", "see «1» here", "see ««1» here\n"),
+        ("refers", f"see\n{passage}", "see\n[§1]\n"),
+        ("writes", "see\n[§1]", "see\n[\\§1]\n"),
     ]
     for conversation, content, written in cases:
         processor = ContextProcessor(BundleConfig(), tokenizer=tokenizer)

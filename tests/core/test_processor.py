@@ -519,13 +519,15 @@ def test_window_of_ranks_a_held_window_and_is_none_for_an_unknown_conversation()
     assert processor.window_of("nobody", now_ms=0) is None
 
 
-_PASSAGE = "the shared passage that every retrieval returns in full and more words"
+_PASSAGE = (
+    "the shared passage that every retrieval returns in full, with more words than its quotes"
+)
 
 
 @pytest.mark.parametrize(
     ("contents", "is_alike", "writes"),
     [
-        ((f"First. {_PASSAGE}", f"Output: {_PASSAGE} done"), False, "«1:"),  # a repeat only
+        ((f"First.\n{_PASSAGE}\n", f"Output:\n{_PASSAGE}\ndone"), False, '[§1 "'),  # a repeat
         (("alpha beta gamma", "delta epsilon zeta"), True, "^1"),  # a header naming its base
         (("alpha beta gamma", "delta epsilon zeta"), False, None),  # nothing shared
     ],
@@ -543,10 +545,10 @@ def test_stats_say_deduplicated_exactly_when_the_context_shares_something(
     bundle = processor.apply(make_finalize(), position=2)
     assert bundle is not None
     assert all(mark in bundle.context for mark in [writes] if mark is not None)
-    assert not any(m in bundle.context for m in ("«1:", "^1") if m != writes)
+    assert not any(m in bundle.context for m in ('[§1 "', "^1") if m != writes)
     assert bundle.stats.deduplicated is (writes is not None)
     # The repeated passage is one block both items use; nothing else is used twice.
-    assert bundle.stats.shared_blocks == (1 if writes == "«1:" else 0)
+    assert bundle.stats.shared_blocks == (1 if writes == '[§1 "' else 0)
 
 
 def test_a_finalize_with_nothing_offered_has_an_acceptance_rate_of_zero() -> None:

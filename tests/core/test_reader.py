@@ -34,11 +34,33 @@ def test_an_entry_not_numbered_next_names_the_number_expected_and_where() -> Non
 
 
 def test_references_that_cannot_be_resolved_say_why() -> None:
+    first = "§1 a (chunk)\nsome text here\n"
+    _refused(f"{first}§2 b (chunk)\n[§2]\n", "item §2: [§2] names the item being read")
+    _refused("§1 a (chunk)\n[§2]\n", "item §1: [§2] names no earlier item")
     _refused(
-        "§1 a (chunk)\nsome text\n§2 b (chunk)\n«2»\n",
-        "item §2: a reference to itself needs a length",
+        f'{first}§2 b (chunk)\n[§1 "some text"…"there"]\n',
+        'item §2: [§1 "some text"…"there"] is not in item §1',
     )
-    _refused("§1 a (chunk)\n«2+5»\n", "item §1: a reference to a later item, «2+5»")
+    _refused(
+        f'{first}§2 b (chunk)\nbefore [§2 "b"…"c"]\n',
+        'item §2: [§2 "b"…"c"] is not in item §2',
+    )
+    _refused(f"{first}§2 b (chunk)\nsee [§x]\n", "item §2: an unreadable reference in 'see [§x]'")
+    _refused(  # a diff's lead anywhere but at the start of the text
+        f"{first}§2 b (chunk)\nx\n[§1 with changes:]\n",
+        "item §2: an unreadable reference in 'x\\n[§1 with changes:]'",
+    )
+
+
+def test_a_diff_whose_hunks_do_not_apply_says_why() -> None:
+    _refused(
+        "§1 a (chunk)\nsome text\n§2 b (chunk)\n[§1 with changes:]\n@@\n-other text\n+new\n",
+        "item §2: hunk lines ['other text']... not found after line 1",
+    )
+    _refused(
+        "§1 a (chunk)\nsome text\n§2 b (chunk)\n[§1 with changes:]\n-some text\n",
+        "item §2: hunks start with '@@', got '-some text'",
+    )
 
 
 def test_an_entry_without_its_closing_newline_is_named() -> None:
@@ -56,8 +78,8 @@ def test_ids_and_sources_abbreviated_by_their_stem_read_back_exactly() -> None:
             ]
         )
     ]
-    parsed = plan_texts([item.content for item in items])
-    context = "".join(text for _, text in render_lean(items, parsed))
+    plans = plan_texts([item.content for item in items])
+    context = "".join(text for _, text in render_lean(items, plans))
     assert context.startswith('§1 "docs/guide.md#1" (chunk) source=~\n')
     assert "\n§2 ~2 ^1\n" in context
     read = read_context(context)
