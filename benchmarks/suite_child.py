@@ -170,7 +170,7 @@ async def run_runner(spec: dict[str, Any]) -> dict[str, Any]:
                     "ContextProcessor.apply": ("stream_ctx/core/processor.py", "apply"),
                     "ContextProcessor._finalize": ("stream_ctx/core/processor.py", "_finalize"),
                     "StateDag.build": ("stream_ctx/core/dag.py", "build"),
-                    "parse_repeats": ("stream_ctx/core/repeats.py", "parse_repeats"),
+                    "plan_texts": ("stream_ctx/core/repeats.py", "plan_texts"),
                     "render_lean": ("stream_ctx/core/render.py", "render_lean"),
                     "render_naive": ("stream_ctx/core/render.py", "render_naive"),
                     "tokenizer encode": ("stream_ctx/core/tokenizer.py", "encode"),

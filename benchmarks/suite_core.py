@@ -17,7 +17,7 @@ import suite_load as load
 from stream_ctx import BundleConfig, ContextProcessor, TiktokenTokenizer, decode_event
 from stream_ctx.core.caches import MEMOS
 from stream_ctx.core.events import Event, Finalize, Retrieval
-from stream_ctx.core.repeats import parse_repeats
+from stream_ctx.core.repeats import plan_texts
 from stream_ctx.core.tokenizer import get_tokenizer
 
 # Changes are taken (and dropped) this often, as the runner takes them once per batch.
@@ -94,7 +94,8 @@ def repeat_bound(
     events: Sequence[Event], *, max_items: int = 20, rounds: int = 3
 ) -> dict[str, float]:
     """The exact-repeat bound: events/s if finding the repeats of each finalize's window (the
-    suffix array and the parse over it, parse_repeats) were all the work.
+    hash index of its lines and sentences, the quotes and the diffs, plan_texts) were all the
+    work.
 
     The windows are the bundles' items in context order, their contents rebuilt from the
     bundles' blocks, as the core processor makes them over `events`; timed in CPU time, best of
@@ -111,7 +112,7 @@ def repeat_bound(
     for _ in range(rounds):
         started = time.process_time()
         for contents in windows:
-            parse_repeats(contents)
+            plan_texts(contents)
         best = min(best, time.process_time() - started)
     window_bytes = sum(len(text.encode()) for contents in windows for text in contents)
     return {

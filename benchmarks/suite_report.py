@@ -261,7 +261,7 @@ def _floor_rows(row: Results) -> list[list[str]]:
     return [
         [
             "exact-repeat bound",
-            f"parse_repeats alone (suffix array, then the parse): "
+            f"plan_texts alone (line and sentence index, quotes, diffs): "
             f"{repeats['ms_per_window']:.2f} ms per finalize's window of "
             f"{repeats['bytes_per_window']:,.0f} B",
             f"{repeats['events_per_s']:,.0f}",
@@ -548,11 +548,11 @@ def _workload_text(r: Results) -> str:
         "rendering, no token counts. The exact-count bound is the rate if counting every new "
         "content text once (a content-hash cache) were all the work: the counter alone over "
         "the workload's distinct contents. The exact-repeat bound is the same for finding the "
-        "repeats of each finalize's window (the core's `parse_repeats`, a suffix array and the "
-        "parse over it, on the windows the core processor builds over the workload). The floor "
-        "adds both to the ceiling's CPU per event: what an exact deduplicating processor does "
-        "at the least, so 1 / floor is the most one core could process. Both bounds are CPU "
-        "time, best of 3.",
+        "repeats of each finalize's window (the core's `plan_texts`: a hash index of lines and "
+        "sentences, the quotes and the diffs, on the windows the core processor builds over the "
+        "workload). The floor adds both to the ceiling's CPU per event: what an exact "
+        "deduplicating processor does at the least, so 1 / floor is the most one core could "
+        "process. Both bounds are CPU time, best of 3.",
     ]
     return "\n".join(lines)
 
