@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from stream_ctx.core.quotes import find_passage
-from stream_ctx.core.render import stem_of
+from stream_ctx.core.render import LOOSE_ID, LOOSE_VALUE, stem_of
 from stream_ctx.core.rerun import HunkError, apply_hunks
 from stream_ctx.errors import StreamCtxError
 
@@ -156,12 +156,16 @@ def _literal(part: str, number: int) -> str:
 def _header(s: str, pos: int, number: int, items: list[ReadItem]) -> tuple[ReadItem, int]:
     """Parse `id terms...\n` from `pos`; returns the item and the position after it."""
     is_abbreviated = s.startswith("~", pos)
-    item_id, pos = _atom(s, pos + is_abbreviated)
+    item_id, pos = _atom(s, pos + is_abbreviated, LOOSE_ID)
     item = ReadItem(number, item_id, "")
-    has_kind = False
+    has_kind = has_metadata = False
     own_stem: set[str] = set()
     while s.startswith(" ", pos):
-        pos, is_kind = _term(s, pos + 1, item, items, own_stem)
+        if has_metadata or not s.startswith(("(", "^"), pos + 1):
+            pos = _metadata_term(s, pos + 1, item, own_stem)
+            has_metadata = True
+            continue
+        pos, is_kind = _term(s, pos + 1, item, items)
         has_kind |= is_kind
     if not has_kind:
         raise ContextSyntaxError(f"item §{number}: neither `(kind)` nor `^k` in its header")
@@ -180,25 +184,21 @@ def _header(s: str, pos: int, number: int, items: list[ReadItem]) -> tuple[ReadI
     return item, pos + 1
 
 
-def _term(
-    s: str, pos: int, item: ReadItem, items: list[ReadItem], own_stem: set[str]
-) -> tuple[int, bool]:
-    """Apply one header term (`(kind)`, `^k`, `-#tag`, `-name`, `#tag`, `name=value`) to `item`;
+def _term(s: str, pos: int, item: ReadItem, items: list[ReadItem]) -> tuple[int, bool]:
+    """Apply a `(kind)` or `^k` term, which come before any attribute or tag, to `item`;
     returns the position after it and whether it set the kind."""
     if s.startswith("(", pos):
         item.kind, end = _atom(s, pos + 1)
         if not s.startswith(")", end):
             raise ContextSyntaxError(f"item §{item.number}: expected ')' at character {end}")
         return end + 1, True
-    if s.startswith("^", pos):
-        digits = _DIGITS.match(s, pos + 1)
-        if digits is None or not 1 <= int(digits.group()) < item.number:
-            raise ContextSyntaxError(f"item §{item.number}: bad base at character {pos}")
-        item.base = int(digits.group())
-        base = items[item.base - 1]
-        item.kind, item.attributes, item.tags = base.kind, dict(base.attributes), list(base.tags)
-        return digits.end(), True
-    return _metadata_term(s, pos, item, own_stem), False
+    digits = _DIGITS.match(s, pos + 1)  # a `^k`, the only other term before the attributes
+    if digits is None or not 1 <= int(digits.group()) < item.number:
+        raise ContextSyntaxError(f"item §{item.number}: bad base at character {pos}")
+    item.base = int(digits.group())
+    base = items[item.base - 1]
+    item.kind, item.attributes, item.tags = base.kind, dict(base.attributes), list(base.tags)
+    return digits.end(), True
 
 
 def _metadata_term(s: str, pos: int, item: ReadItem, own_stem: set[str]) -> int:
@@ -222,17 +222,17 @@ def _metadata_term(s: str, pos: int, item: ReadItem, own_stem: set[str]) -> int:
         own_stem.add(name)
         item.attributes[name] = ""
         return end + 2
-    value, end = _atom(s, end + 1)
+    value, end = _atom(s, end + 1, LOOSE_VALUE)
     item.attributes[name] = value
     own_stem.discard(name)
     return end
 
 
-def _atom(s: str, pos: int) -> tuple[str, int]:
+def _atom(s: str, pos: int, bare_form: re.Pattern[str] = _BARE) -> tuple[str, int]:
     if s.startswith('"', pos):
         value, end = _JSON.raw_decode(s, pos)
         return str(value), end
-    bare = _BARE.match(s, pos)
+    bare = bare_form.match(s, pos)
     if bare is None:
         raise ContextSyntaxError(f"expected a name or value at character {pos}")
     return bare.group(), bare.end()

@@ -54,6 +54,12 @@ READING_GUIDE = (
 """A constant for a platform's system prompt: how a model reads a lean context."""
 
 _PLAIN_ATOM = re.compile(r'[^\s\[\](){}=;,#"@|`\\^«»~-][^\s\[\](){}=;,#"@|`\\«»]*')
+LOOSE_ID = re.compile(r'[^\s"~]\S*(?: [^\s(^#"~=-][^\s=]*(?!\S))*')
+"""An id written bare: words, single spaces between, none after the first that starts like a
+header term (`(`, `^`, `#`, `-`, a quote or `~`) or holds an `=`."""
+LOOSE_VALUE = re.compile(r'[^\s"~]\S*(?: [^\s#"~=-][^\s=]*(?!\S))*')
+"""A value written bare: as an id, but later words may start with `(` or `^`, since a kind or a
+base is written only before the attributes."""
 # An id's stem: up to its last separator ("doc:3" -> "doc:"), where chunk ids put their number.
 _STEM = re.compile(r".*[:#/]", re.DOTALL)
 # Shorter stems are written out: `~` would save too little to be worth reading.
@@ -72,8 +78,17 @@ _MIN_REFERENCE_COST = 2
 
 
 def atom(text: str) -> str:
-    """A name or value as written in a lean header: bare when unambiguous, else a JSON string."""
+    """A name, kind or tag as written in a lean header: bare when unambiguous, else a JSON
+    string."""
     if _PLAIN_ATOM.fullmatch(text):
+        return text
+    return msgspec.json.encode(text).decode()
+
+
+def loose_atom(text: str, form: re.Pattern[str] = LOOSE_ID) -> str:
+    """An id or (with LOOSE_VALUE) a value: bare, as the baseline writes it, when `form` reads it
+    back whole; else a JSON string."""
+    if form.fullmatch(text):
         return text
     return msgspec.json.encode(text).decode()
 
@@ -210,11 +225,11 @@ def _header(
     item = items[n]
     base, diff = _best_base(parts, n)
     if base is None:
-        return f" {atom(item.id)}{diff}\n"
+        return f" {loose_atom(item.id)}{diff}\n"
     stem = stem_of(items[base].id)
     if stem is not None and item.id.startswith(stem):
-        return f" ~{atom(item.id[len(stem) :])} ^{numbers[base]}{diff}\n"
-    return f" {atom(item.id)} ^{numbers[base]}{diff}\n"
+        return f" ~{loose_atom(item.id[len(stem) :])} ^{numbers[base]}{diff}\n"
+    return f" {loose_atom(item.id)} ^{numbers[base]}{diff}\n"
 
 
 def stem_of(item_id: str) -> str | None:
@@ -347,4 +362,4 @@ def _priced(part: str) -> Priced:
 
 def _value(stem: str | None, value: str) -> str:
     """An attribute value; `~` when it is the item's own id stem without its separator."""
-    return "~" if stem is not None and value == stem[:-1] else atom(value)
+    return "~" if stem is not None and value == stem[:-1] else loose_atom(value, LOOSE_VALUE)
