@@ -227,7 +227,7 @@ def main() -> None:
 
 HEADER = """# Delta bundles on real text
 
-Written by `python benchmarks/delta_bench.py --write docs/delta-benchmark.md`; every figure below
+Written by `python benchmarks/delta_bench.py --write docs/benchmarks/delta.md`; every figure below
 comes from that one run. The workload is `stream_ctx.realtext` (the one
 `benchmarks/context_bench.py` uses): 4-10 turns per conversation, each retrieving 2-5 chunks
 near what it saw before, then a finalize. Tokens are everything in the contexts

@@ -1,11 +1,11 @@
-"""docs/mutation.md's score table, from mutmut's kept results and the list of equivalent mutants.
+"""docs/development/mutation.md's score table, from mutmut's kept results and the list of equivalent mutants.
 
 Run after `mutmut run` (it reads `mutmut results --all true`):
 
     .venv/bin/python benchmarks/mutation_table.py
 
 A mutant that timed out counts as killed (it loops, which a test run notices). A mutant named in
-docs/mutation-equivalent.txt must have survived: one that a test kills is not equivalent, and the
+docs/development/mutation-equivalent.txt must have survived: one that a test kills is not equivalent, and the
 script stops on it.
 """
 
@@ -42,7 +42,7 @@ def results() -> dict[str, str]:
 
 
 def equivalent() -> set[str]:
-    """The names in docs/mutation-equivalent.txt (one a line, then the reason; # comments)."""
+    """The names in docs/development/mutation-equivalent.txt (one a line, then the reason; # comments)."""
     names = set()
     for line in EQUIVALENT.read_text(encoding="utf-8").splitlines():
         if line.strip() and not line.startswith("#"):

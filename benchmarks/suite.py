@@ -8,8 +8,8 @@ issue's synthetic text); 3. latency at 25/50/75% of its max (`stream-ctx run` as
 4. how cost grows with conversations held and with max_items, and memory per held conversation;
 5. restore against a bare read of the same changelog; 6. core figures and a profiled run's
 per-stage CPU. Every phase but the synthetic side by side runs on real text
-(suite_load.REAL_TEXT). Writes <out>/results.json, <out>/benchmarks.md, <out>/benchmark.png (and,
-unless --quick, docs/benchmarks.md and docs/benchmark.png). Prints progress. Asserts nothing.
+(suite_load.REAL_TEXT). Writes <out>/results.json, <out>/suite.md, <out>/suite.png (and,
+unless --quick, docs/benchmarks/suite.md and suite.png). Prints progress. Asserts nothing.
 """
 
 from __future__ import annotations
@@ -477,15 +477,12 @@ async def main_async(sizes: Sizes, out: Path, write_docs: bool) -> None:
     suite.results["targets"] = report.targets(suite.results)
     (out / "results.json").write_text(json.dumps(suite.results, indent=2) + "\n")
     markdown = report.markdown(suite.results)
-    (out / "benchmarks.md").write_text(markdown)
-    report.chart(suite.results, out / "benchmark.png")
+    (out / "suite.md").write_text(markdown)
+    report.chart(suite.results, out / "suite.png")
     if write_docs:
-        docs = ROOT / "docs"
-        docs.mkdir(exist_ok=True)
-        page = docs / "benchmarks.md"
-        kept = report.kept_sections(page.read_text() if page.exists() else "")
-        page.write_text(markdown + kept)
-        report.chart(suite.results, docs / "benchmark.png")
+        docs = ROOT / "docs" / "benchmarks"
+        (docs / "suite.md").write_text(markdown)
+        report.chart(suite.results, docs / "suite.png")
     print()
     print(report.summary(suite.results), flush=True)
     suite.progress(f"done; results in {out}")
@@ -495,9 +492,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny sizes (the smoke test)")
     parser.add_argument("--out", type=Path, default=Path("bench-results"), help="results folder")
-    parser.add_argument(
-        "--no-docs", action="store_true", help="do not update docs/benchmarks.md and its chart"
-    )
+    parser.add_argument("--no-docs", action="store_true", help="leave docs/benchmarks/ alone")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     sizes = QUICK if args.quick else Sizes()

@@ -17,7 +17,7 @@ from stream_ctx.shell.settings import config_keys
 
 Results = dict[str, Any]
 
-# Issue #11's targets (and issue #4's for memory and restore, which must not regress).
+# The throughput targets, and the memory and restore figures that must not regress.
 QUIX_SHARE = 0.35
 CPU_MS_PER_EVENT = 0.25
 P50_MS, P99_MS = 15.0, 50.0
@@ -95,13 +95,13 @@ def _commit() -> str:
 
 
 def real(r: Results) -> Results:
-    """The side-by-side rows on real text, which the issue's targets are judged on."""
+    """The side-by-side rows on real text, which the targets are judged on."""
     row: Results = r["side_by_side"][r["real_text"]]
     return row
 
 
 def targets(r: Results) -> list[dict[str, Any]]:
-    """One verdict per target of the issue (throughput on the real text), met or missed, and
+    """One verdict per target (throughput on the real text), met or missed, and
     the figures of this run that bound it (`why`, read where it is missed)."""
     row = real(r)
     run, quix, half = row["runner"], row.get("quix", {}), r["latency"]["at_half"]
@@ -396,7 +396,7 @@ def top_table(r: Results) -> str:
 
 
 def markdown(r: Results) -> str:
-    """The whole report page (docs/benchmarks.md)."""
+    """The whole report page (docs/benchmarks/suite.md)."""
     m, s = r["machine"], r["sizes"]
     quick = " --quick" if s["conversations"] < 1000 else ""
     sections = [
@@ -407,9 +407,9 @@ def markdown(r: Results) -> str:
         f"(other work shares it): {_load(r)}.",
         "## Machine",
         _machine_table(m),
-        "## Targets (issue #11)",
+        "## Targets",
         f"Judged on the {TEXT_NAMES[r['real_text']]}: every figure here comes from it. The "
-        "synthetic text's side by side, the baseline beside the issue's own figures, is below.",
+        "synthetic text's side by side, the baseline beside the original figures, is below.",
         targets_table(r),
         "## Side by side",
         _workload_text(r),
@@ -419,7 +419,7 @@ def markdown(r: Results) -> str:
         "levels, the conversations held (warm-up items and measured stream), the long "
         "conversations of the max_items points, memory, the core figures and the profile.",
         main_table(r),
-        "![throughput and latency against offered load](benchmark.png)",
+        "![throughput and latency against offered load](suite.png)",
         "### Latency against offered load",
         "`stream-ctx run` as its own process; this suite produces the events paced at a fraction "
         f"of the Runner's measured maximum ({r['latency']['max_events_per_s']:,.0f} events/s) and "
@@ -491,7 +491,7 @@ def markdown(r: Results) -> str:
 TEXT_NAMES = {
     "numpy": "real text (numpy)",
     "stdlib": "real text (stdlib)",
-    "synthetic": "synthetic text (the issue's workload)",
+    "synthetic": "synthetic text (the original workload)",
 }
 _TEXT_NOTES = {
     "numpy": "each document a random stretch, cut at whitespace, of the docstrings of numpy's "
@@ -499,7 +499,7 @@ _TEXT_NOTES = {
     "stdlib": "each document a random stretch, cut at whitespace, of the docstrings of the "
     "Python standard library",
     "synthetic": "sentences drawn from a small fixed vocabulary, in which a repeat finder sees "
-    "far more repetition than in real retrieval text; kept as the fixed baseline the issue's "
+    "far more repetition than in real retrieval text; kept as the fixed baseline the original "
     "figures were taken on",
 }
 
@@ -517,7 +517,7 @@ def _workload_text(r: Results) -> str:
         f"result was seen) a tool re-run under a new id with chance {shape['tool_rerun']:.0%}, "
         "neighbouring chunks overlapping by "
         f"{shape['overlap']:.0%}, a runbook passage quoted in about half the documents. Only the "
-        "text differs. The issue's targets are judged on the "
+        "text differs. The targets are judged on the "
         f"{TEXT_NAMES[r['real_text']]}; the latency, conversations-held, max_items, memory, core "
         "and profile figures below are taken on it too.",
         "",
@@ -604,27 +604,12 @@ def _method(r: Results) -> str:
   ({s["session_timeout_ms"]:,} ms, as the others: librdkafka's 45 s would make Tansu's first
   join take ~22 s). Each figure is the median of {s["ceiling_runs"]} (ceiling) or
   {s["runner_runs"]} (Quix, Runner) runs per text, except the Runner on the synthetic text:
-  {_runs(s["baseline_runner_runs"])} (the baseline beside the issue's figures, not a target's).
+  {_runs(s["baseline_runner_runs"])} (the baseline beside the original figures, not a target's).
   Each run is a fresh process, group and output topics reading the same input from offset 0.
 - The latency consumer sets `fetch_max_wait_ms=5`: Tansu holds a fetch for the full wait when no
   data is there yet (500 ms by default), which would otherwise be measured instead of stream-ctx.
 - The profiled run and the core figures come from separate runs; the throughput run is never
   profiled. Rebalances during measured runs are counted in results.json (`rebalances`)."""
-
-
-# Sections below this line in docs/benchmarks.md come from other benchmarks; a suite run keeps them.
-KEPT_MARKER = "<!-- Sections below are written by other benchmarks; the suite keeps them. -->"
-# Before the marker existed, the first of those sections was the soak.
-_FIRST_KEPT_HEADING = "\n## Soak"
-
-
-def kept_sections(page: str) -> str:
-    """The part of the existing page the suite does not write, from the marker on."""
-    if KEPT_MARKER in page:
-        return "\n" + KEPT_MARKER + page.split(KEPT_MARKER, 1)[1]
-    if _FIRST_KEPT_HEADING in page:
-        return "\n" + KEPT_MARKER + "\n" + page[page.index(_FIRST_KEPT_HEADING) :]
-    return ""
 
 
 def _runs(n: int) -> str:

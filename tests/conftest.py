@@ -12,7 +12,7 @@ from hypothesis import Phase, settings
 from stream_ctx.shell.admin import ClientKwargs
 from stream_ctx.shell.broker import EmbeddedBroker
 
-# `mutmut run` (docs/mutation.md) selects this: a mutant's first failing example kills it, so
+# `mutmut run` (docs/development/mutation.md) selects this: a mutant's first failing example kills it, so
 # no time goes on shrinking, and no example saved for one mutant decides another's verdict.
 settings.register_profile("mutation", database=None, phases=[Phase.explicit, Phase.generate])
 
