@@ -75,13 +75,22 @@ def _run_async(function: Callable[[], Awaitable[_T]]) -> _T:
 
 def _replay(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
-    limit = {"max_event_bytes": settings.kafka.max_event_bytes}  # the limit `run` applies
+    limit = settings.kafka.max_event_bytes  # the limit `run` applies
     if args.events == "-":
-        bad = replay(settings.bundle, sys.stdin.buffer, sys.stdout.buffer, sys.stderr, **limit)
+        bad = replay(
+            settings.bundle, sys.stdin.buffer, sys.stdout.buffer, sys.stderr, max_event_bytes=limit
+        )
     else:
         try:
             with Path(args.events).open("rb") as events:
-                bad = replay(settings.bundle, events, sys.stdout.buffer, sys.stderr, **limit)
+                bad = replay(
+                    settings.bundle,
+                    events,
+                    sys.stdout.buffer,
+                    sys.stderr,
+                    max_event_bytes=limit,
+                    source=args.events,
+                )
         except OSError as exc:
             print(f"stream-ctx: cannot read {args.events!r}: {exc.strerror}", file=sys.stderr)
             return 2
