@@ -249,3 +249,6 @@ def test_readme_demo_prints_every_bundle(environment: dict[str, str]) -> None:
     found = re.search(r"^(\d+)/(\d+) bundles", done.stdout, re.MULTILINE)
     assert found, done.stdout[-2000:]
     assert found.group(1) == found.group(2)
+    sent = re.search(r"from (\d+)/(\d+) events sent", done.stdout)
+    assert sent, done.stdout[-2000:]
+    assert sent.group(1) == sent.group(2), "the demo stopped before its last events were sent"
