@@ -10,6 +10,7 @@ issue's synthetic text); 3. latency at 25/50/75% of its max (`stream-ctx run` as
 per-stage CPU. Every phase but the synthetic side by side runs on real text
 (suite_load.REAL_TEXT). Writes <out>/results.json, <out>/suite.md, <out>/suite.png (and,
 unless --quick, docs/benchmarks/suite.md and suite.png). Prints progress. Asserts nothing.
+Takes ~12 minutes on a 2-core machine (--quick: under a minute, as the smoke test runs it).
 """
 
 from __future__ import annotations

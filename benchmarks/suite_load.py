@@ -1,4 +1,6 @@
-"""Workloads and Kafka traffic for benchmarks/suite.py: producing, paced load, bare consumption."""
+"""Workloads and Kafka traffic for benchmarks/suite.py: producing, paced load, bare consumption.
+
+Measures nothing itself; the suite times what these helpers drive."""
 
 from __future__ import annotations
 
