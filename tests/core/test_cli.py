@@ -1,4 +1,4 @@
-"""`stream-ctx replay` of issue 2: one bundle per finalize, bad lines reported, TOML config."""
+"""`stream-ctx replay`: one bundle per finalize, bad lines reported, TOML config."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The lean format of issue 9: lossless from the context alone, every repeat shared, prefix-stable,
+"""The lean format: lossless from the context alone, every repeat shared, prefix-stable,
 escaped only where content looks like framing; and the fixed naive baseline."""
 
 from __future__ import annotations
