@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import re
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,10 +22,11 @@ from msgspec import inspect
 
 from stream_ctx import READING_GUIDE
 from stream_ctx.core.bundle import Bundle
-from stream_ctx.core.config import PRESETS
+from stream_ctx.core.config import PRESETS, bundle_config_from_table
 from stream_ctx.core.events import Event
+from stream_ctx.errors import ConfigError
 from stream_ctx.shell import cli
-from stream_ctx.shell.config_keys import expected
+from stream_ctx.shell.config_keys import Key, expected
 from stream_ctx.shell.connection import CLIENT_KEYS
 from stream_ctx.shell.replay import replay
 from stream_ctx.shell.settings import ENV_PREFIX, config_keys, load_settings
@@ -48,7 +50,7 @@ SETTING_NOTES: dict[str, str] = {
     " a finalize's `mode` wins",
     "bundle.tokenizer": "the encoding every count is in (each bundle's `stats.tokenizer`)",
     "bundle.conversation_ttl_hours": "an event this long after its conversation's previous"
-    " one starts the conversation afresh; omit the key for never",
+    " one starts the conversation afresh",
     "kafka.bootstrap_servers": 'a string (`"a:9092,b:9092"`) or a list',
     "kafka.group_id": "consumer group; instances with the same id share the partitions",
     "kafka.input_topics": "topics to read; each must exist when `run` starts",
@@ -94,6 +96,24 @@ def _default(value: object) -> str:
     return f"`{json.dumps(value)}`"
 
 
+def _accepts(dotted: str, key: Key) -> str:
+    """What a key accepts: its type's rule, or for a [bundle] number the rule BundleConfig
+    enforces (read from the error it raises for -1, so the page says what the error says)."""
+    rule = expected(key.info)
+    section, _, name = dotted.partition(".")
+    if dotted == "bundle.preset":
+        return "one of " + ", ".join(repr(p) for p in PRESETS)
+    if section != "bundle" or not rule.startswith(("an integer", "a number")) or name == "preset":
+        return rule
+    try:
+        bundle_config_from_table({name: -1})
+    except ConfigError as exc:
+        found = re.search(r"must be (.*), got ", str(exc))
+        if found:
+            return found.group(1) + (" or omitted" if key.default is None else "")
+    return rule
+
+
 def settings_page() -> str:
     """Every config key with its default, what it accepts and its environment variable."""
     keys = config_keys()
@@ -101,7 +121,7 @@ def settings_page() -> str:
         (
             f"`{dotted}`",
             _default(key.default),
-            expected(key.info),
+            _accepts(dotted, key),
             f"`{key.env_name}`",
             SETTING_NOTES.get(dotted, ""),
         )
