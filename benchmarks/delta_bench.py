@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import msgspec
+import suite_report
 
 from stream_ctx import BundleConfig, ContextProcessor, get_tokenizer, read_context, rebuild_full
 from stream_ctx.core.bundle import Bundle
@@ -219,7 +220,13 @@ def main() -> None:
                 flush=True,
             )
         return
-    lines = [HEADER]
+    m = suite_report.machine()
+    lines = [
+        HEADER,
+        "",
+        f"Measured {m['date']} on {m['nproc']} CPUs ({m['cpu_model']}), {m['python']},"
+        f" stream-ctx {m['stream_ctx']} at {m['commit']}.",
+    ]
     for corpus in corpora:
         section = corpus_report(corpus, args.conversations, args.max_items, args.rounds)
         print("\n".join(section), flush=True)
