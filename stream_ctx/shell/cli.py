@@ -22,6 +22,7 @@ from stream_ctx.shell.replay import replay
 from stream_ctx.shell.schema import SCHEMA_NAMES, render_schema
 from stream_ctx.shell.service import serve
 from stream_ctx.shell.settings import ENV_PREFIX, load_settings
+from stream_ctx.shell.subcommand import DescriptionFirstParser, add_command
 from stream_ctx.shell.workers import run_workers
 
 log = logging.getLogger("stream_ctx.cli")
@@ -276,8 +277,10 @@ def build_parser() -> argparse.ArgumentParser:
     logs = argparse.ArgumentParser(add_help=False)
     logs.add_argument("--log-json", action="store_true", help="one JSON object per log line")
     logs.add_argument("--log-level", choices=_LEVELS, default="INFO", help="default: INFO")
-    commands = parser.add_subparsers(required=True, metavar="COMMAND")
-    replay_cmd = _command(
+    commands = parser.add_subparsers(
+        required=True, metavar="COMMAND", parser_class=DescriptionFirstParser
+    )
+    replay_cmd = add_command(
         commands,
         "replay",
         summary="run the core over a JSON-lines events file, one bundle per line to stdout",
@@ -286,7 +289,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay_cmd.add_argument("events", help="events file (JSON lines), or - for stdin")
     replay_cmd.set_defaults(handler=_replay)
 
-    run_cmd = _command(
+    run_cmd = add_command(
         commands, "run", parents=[logs], summary="process events from Kafka until SIGTERM/SIGINT"
     )
     run_cmd.add_argument("--config", type=Path, help="TOML config file")
@@ -302,7 +305,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run_cmd.set_defaults(handler=_run, is_broker_client=True)
 
-    demo_cmd = _command(
+    demo_cmd = add_command(
         commands, "demo", summary="run the processor on an embedded broker over a sample stream"
     )
     demo_cmd.add_argument("--conversations", type=int, default=24, help="sample size")
@@ -315,7 +318,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo_cmd.set_defaults(handler=_demo)
 
-    broker_cmd = _command(
+    broker_cmd = add_command(
         commands,
         "broker",
         parents=[logs],
@@ -333,7 +336,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     broker_cmd.set_defaults(handler=_broker)
 
-    produce_cmd = _command(
+    produce_cmd = add_command(
         commands,
         "produce",
         parents=[logs],
@@ -344,7 +347,7 @@ def build_parser() -> argparse.ArgumentParser:
     produce_cmd.add_argument("events", help="events file (JSON lines), or - for stdin")
     produce_cmd.set_defaults(handler=_produce, is_broker_client=True)
 
-    tail_cmd = _command(
+    tail_cmd = add_command(
         commands,
         "tail",
         parents=[logs],
@@ -357,7 +360,7 @@ def build_parser() -> argparse.ArgumentParser:
     tail_cmd.add_argument("--count", type=int, help="exit after this many bundles")
     tail_cmd.set_defaults(handler=_tail, is_broker_client=True)
 
-    health_cmd = _command(
+    health_cmd = add_command(
         commands,
         "healthcheck",
         summary="exit 0 when a local `run` answers /healthz on metrics.port",
@@ -371,7 +374,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     health_cmd.set_defaults(handler=_healthcheck)
 
-    schema_cmd = _command(
+    schema_cmd = add_command(
         commands,
         "schema",
         summary="print the JSON Schema (draft 2020-12) of input events and bundles",
@@ -381,18 +384,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     schema_cmd.set_defaults(handler=_schema)
     return parser
-
-
-def _command(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser],
-    name: str,
-    *,
-    summary: str,
-    **kwargs: object,
-) -> argparse.ArgumentParser:
-    """A subcommand whose --help opens with the line `stream-ctx --help` lists for it."""
-    description = summary[0].upper() + summary[1:] + "."
-    return commands.add_parser(name, help=summary, description=description, **kwargs)  # type: ignore[arg-type]
 
 
 if __name__ == "__main__":
