@@ -4,7 +4,7 @@
 
 Phases, in one run: 1. ceiling (aiokafka consume -> produce passthrough) and the Quix Streams
 peer; 2. the stream-ctx Runner on the same input (phases 1 and 2 on real text, then on the
-issue's synthetic text); 3. latency at 25/50/75% of its max (`stream-ctx run` as a process);
+original synthetic text); 3. latency at 25/50/75% of its max (`stream-ctx run` as a process);
 4. how cost grows with conversations held and with max_items, and memory per held conversation;
 5. restore against a bare read of the same changelog; 6. core figures and a profiled run's
 per-stage CPU. Every phase but the synthetic side by side runs on real text
@@ -42,8 +42,8 @@ ROOT = Path(__file__).resolve().parent.parent
 CHILD = Path(__file__).resolve().parent / "suite_child.py"
 QUIX = Path(__file__).resolve().parent / "suite_quix.py"
 SEED = 2026
-# Real text first: the targets are judged on it. The synthetic text (the issue's own
-# workload) follows as the fixed baseline the figures were taken on.
+# Real text first: the targets are judged on it. The synthetic text (the original
+# workload) follows as the fixed baseline the original figures were taken on.
 TEXTS = (load.REAL_TEXT, "synthetic")
 # A child that has not finished in this long is stuck (the slowest default phase takes ~60 s).
 CHILD_TIMEOUT_S = 600.0
@@ -57,7 +57,7 @@ class Sizes:
     partitions: int = 4
     ceiling_runs: int = 3
     runner_runs: int = 3
-    # The synthetic text's Runner row is the baseline beside the figures, not a target's:
+    # The synthetic text's Runner row is the baseline beside the original figures, not a target's:
     # one run (~50 s on the loaded box) instead of three saves half of what the real text adds.
     baseline_runner_runs: int = 1
     profile_conversations: int = 300

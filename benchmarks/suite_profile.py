@@ -41,7 +41,7 @@ _RULES: tuple[tuple[str, str, str], ...] = (
 # Shared helpers take the stage of their caller.
 _INHERITING = ("stream_ctx/core/textmatch.py",)
 ROOT = "event loop and sockets"
-# The stages, in its order; the others follow.
+# The stages the targets name, in their order; the others follow.
 STAGES = (
     "decode",
     "accumulate",
