@@ -2,7 +2,8 @@
 
 Run: .venv/bin/python benchmarks/compression.py [--conversations N]
 Bundles come from the standard workload (replayed); each codec sends the same bundles to the
-embedded broker in 1 MiB batches, as the runner does.
+embedded broker in 1 MiB batches, as the runner does. ~20 s with the defaults on a 2-core
+machine.
 """
 
 from __future__ import annotations

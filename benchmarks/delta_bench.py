@@ -4,6 +4,9 @@ Asserts nothing.
 
     python benchmarks/delta_bench.py [--corpus numpy|stdlib ...] [--write PATH]
     python benchmarks/delta_bench.py --instructions [--corpus numpy] [--conversations 40]
+
+About a minute per corpus on a 2-core machine (both by default: ~2.5 minutes); `--instructions`
+runs under valgrind and takes far longer.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import msgspec
+import suite_report
 
 from stream_ctx import BundleConfig, ContextProcessor, get_tokenizer, read_context, rebuild_full
 from stream_ctx.core.bundle import Bundle
@@ -216,7 +220,13 @@ def main() -> None:
                 flush=True,
             )
         return
-    lines = [HEADER]
+    m = suite_report.machine()
+    lines = [
+        HEADER,
+        "",
+        f"Measured {m['date']} on {m['nproc']} CPUs ({m['cpu_model']}), {m['python']},"
+        f" stream-ctx {m['stream_ctx']} at {m['commit']}.",
+    ]
     for corpus in corpora:
         section = corpus_report(corpus, args.conversations, args.max_items, args.rounds)
         print("\n".join(section), flush=True)
@@ -227,7 +237,7 @@ def main() -> None:
 
 HEADER = """# Delta bundles on real text
 
-Written by `python benchmarks/delta_bench.py --write docs/delta-benchmark.md`; every figure below
+Written by `python benchmarks/delta_bench.py --write docs/benchmarks/delta.md`; every figure below
 comes from that one run. The workload is `stream_ctx.realtext` (the one
 `benchmarks/context_bench.py` uses): 4-10 turns per conversation, each retrieving 2-5 chunks
 near what it saw before, then a finalize. Tokens are everything in the contexts

@@ -10,7 +10,8 @@ levels' order of events (default `--order`); other keys are config keys
 ("table.key", a JSON value or text). Each pair runs every variant once on the same seeded
 levels, in alternating order, so a load that moves during the run moves both. Prints each run
 and, per variant, the median of its p50s and p99s; with `--stages`, where each run's bundles
-spent their time (benchmarks/latency_stages.py).
+spent their time (benchmarks/latency_stages.py). Takes pairs x variants x levels x the level
+length (`--seconds`), plus ~10 s per run to start: 10-20 minutes for a typical comparison.
 """
 
 from __future__ import annotations

@@ -1,12 +1,13 @@
-"""docs/mutation.md's score table, from mutmut's kept results and the list of equivalent mutants.
+"""The score table of docs/development/mutation.md, from mutmut's kept verdicts and the list of
+equivalent mutants. Takes a few seconds; it measures nothing itself.
 
 Run after `mutmut run` (it reads `mutmut results --all true`):
 
     .venv/bin/python benchmarks/mutation_table.py
 
 A mutant that timed out counts as killed (it loops, which a test run notices). A mutant named in
-docs/mutation-equivalent.txt must have survived: one that a test kills is not equivalent, and the
-script stops on it.
+docs/development/mutation-equivalent.txt must have survived: one that a test kills is not
+equivalent, and the script stops on it.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+# mutmut keeps its verdicts here; a fresh clone has none.
+VERDICTS = ROOT / "mutants" / "mutmut-stats.json"
+FIRST_RUN = "nice -n 19 .venv/bin/mutmut run --max-children 1"
 EQUIVALENT = ROOT / "docs" / "mutation-equivalent.txt"
 PREFIX = "stream_ctx.core."
 KILLED = {"killed", "timeout"}
@@ -42,7 +46,7 @@ def results() -> dict[str, str]:
 
 
 def equivalent() -> set[str]:
-    """The names in docs/mutation-equivalent.txt (one a line, then the reason; # comments)."""
+    """The names in mutation-equivalent.txt (one a line, then the reason; # comments)."""
     names = set()
     for line in EQUIVALENT.read_text(encoding="utf-8").splitlines():
         if line.strip() and not line.startswith("#"):
@@ -83,6 +87,11 @@ def score(counts: Counter[str]) -> str:
 
 
 def main() -> None:
+    if not VERDICTS.exists():
+        sys.exit(
+            f"no mutation verdicts in {VERDICTS.parent}: run `{FIRST_RUN}` first (hours of CPU on"
+            " a first run; docs/development/mutation.md says how), then this script again"
+        )
     by_module = tally(results(), equivalent())
     total: Counter[str] = sum(by_module.values(), Counter())
     print("| module | " + " | ".join(COLUMNS) + " | killed / non-equivalent checked |")

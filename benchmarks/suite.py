@@ -4,12 +4,13 @@
 
 Phases, in one run: 1. ceiling (aiokafka consume -> produce passthrough) and the Quix Streams
 peer; 2. the stream-ctx Runner on the same input (phases 1 and 2 on real text, then on the
-issue's synthetic text); 3. latency at 25/50/75% of its max (`stream-ctx run` as a process);
+original synthetic text); 3. latency at 25/50/75% of its max (`stream-ctx run` as a process);
 4. how cost grows with conversations held and with max_items, and memory per held conversation;
 5. restore against a bare read of the same changelog; 6. core figures and a profiled run's
 per-stage CPU. Every phase but the synthetic side by side runs on real text
-(suite_load.REAL_TEXT). Writes <out>/results.json, <out>/benchmarks.md, <out>/benchmark.png (and,
-unless --quick, docs/benchmarks.md and docs/benchmark.png). Prints progress. Asserts nothing.
+(suite_load.REAL_TEXT). Writes <out>/results.json, <out>/suite.md, <out>/suite.png (and,
+unless --quick, docs/benchmarks/suite.md and suite.png). Prints progress. Asserts nothing.
+Takes ~12 minutes on a 2-core machine (--quick: under a minute, as the smoke test runs it).
 """
 
 from __future__ import annotations
@@ -41,8 +42,8 @@ ROOT = Path(__file__).resolve().parent.parent
 CHILD = Path(__file__).resolve().parent / "suite_child.py"
 QUIX = Path(__file__).resolve().parent / "suite_quix.py"
 SEED = 2026
-# Real text first: the issue's targets are judged on it. The synthetic text (the issue's own
-# workload) follows as the fixed baseline the issue's figures were taken on.
+# Real text first: the targets are judged on it. The synthetic text (the original
+# workload) follows as the fixed baseline the original figures were taken on.
 TEXTS = (load.REAL_TEXT, "synthetic")
 # A child that has not finished in this long is stuck (the slowest default phase takes ~60 s).
 CHILD_TIMEOUT_S = 600.0
@@ -56,7 +57,7 @@ class Sizes:
     partitions: int = 4
     ceiling_runs: int = 3
     runner_runs: int = 3
-    # The synthetic text's Runner row is the baseline beside the issue's figures, not a target's:
+    # The synthetic text's Runner row is the baseline beside the original figures, not a target's:
     # one run (~50 s on the loaded box) instead of three saves half of what the real text adds.
     baseline_runner_runs: int = 1
     profile_conversations: int = 300
@@ -477,15 +478,12 @@ async def main_async(sizes: Sizes, out: Path, write_docs: bool) -> None:
     suite.results["targets"] = report.targets(suite.results)
     (out / "results.json").write_text(json.dumps(suite.results, indent=2) + "\n")
     markdown = report.markdown(suite.results)
-    (out / "benchmarks.md").write_text(markdown)
-    report.chart(suite.results, out / "benchmark.png")
+    (out / "suite.md").write_text(markdown)
+    report.chart(suite.results, out / "suite.png")
     if write_docs:
-        docs = ROOT / "docs"
-        docs.mkdir(exist_ok=True)
-        page = docs / "benchmarks.md"
-        kept = report.kept_sections(page.read_text() if page.exists() else "")
-        page.write_text(markdown + kept)
-        report.chart(suite.results, docs / "benchmark.png")
+        docs = ROOT / "docs" / "benchmarks"
+        (docs / "suite.md").write_text(markdown)
+        report.chart(suite.results, docs / "suite.png")
     print()
     print(report.summary(suite.results), flush=True)
     suite.progress(f"done; results in {out}")
@@ -495,9 +493,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny sizes (the smoke test)")
     parser.add_argument("--out", type=Path, default=Path("bench-results"), help="results folder")
-    parser.add_argument(
-        "--no-docs", action="store_true", help="do not update docs/benchmarks.md and its chart"
-    )
+    parser.add_argument("--no-docs", action="store_true", help="leave docs/benchmarks/ alone")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     sizes = QUICK if args.quick else Sizes()

@@ -3,7 +3,8 @@
 Each measurement runs in a fresh process, as a deployment would, so its CPU seconds and peak RSS
 are its own (not the broker's, not the suite's) and no tokenizer cache carries over. The clock
 starts when the group assigns the input partitions, the same event for both, so the ~3 s group
-join of the embedded broker is outside every figure.
+join of the embedded broker is outside every figure. Each run lasts as long as its workload
+takes to drain (seconds to a minute in the suite).
 
     python benchmarks/suite_child.py '<json spec>'   # prints one line: RESULT {...}
 """

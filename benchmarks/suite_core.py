@@ -1,20 +1,30 @@
-"""The core alone, no broker, for benchmarks/suite.py: speed figures and memory per conversation."""
+"""The core alone, no broker, for benchmarks/suite.py: speed figures and memory per conversation.
+
+Window adds/s, finalize time of ~1 KB items, apply times over the workload, and tracemalloc's
+memory per held conversation; about a minute of the suite's run."""
 
 from __future__ import annotations
 
 import gc
 import math
+import random
 import statistics
 import time
 import tracemalloc
 from collections.abc import Sequence
 from typing import Any
 
-import core_bench
 import msgspec
 import suite_load as load
 
-from stream_ctx import BundleConfig, ContextProcessor, TiktokenTokenizer, decode_event
+from stream_ctx import (
+    BundleAccumulator,
+    BundleConfig,
+    ContextProcessor,
+    RetrievedItem,
+    TiktokenTokenizer,
+    decode_event,
+)
 from stream_ctx.core.caches import MEMOS
 from stream_ctx.core.events import Event, Finalize, Retrieval
 from stream_ctx.core.repeats import plan_texts
@@ -23,12 +33,59 @@ from stream_ctx.core.tokenizer import get_tokenizer
 # Changes are taken (and dropped) this often, as the runner takes them once per batch.
 _TAKE_EVERY = 500
 _SITES = 8
+_DAY_MS = 86_400_000
+_NOW_MS = 1_764_480_000_000
+
+
+def _items(rng: random.Random, count: int, chars: int) -> list[RetrievedItem]:
+    words = [f"w{n}" for n in range(2_000)]
+    return [
+        RetrievedItem(
+            id=f"item-{n}",
+            kind="chunk",
+            salience=round(rng.uniform(0.2, 1.0), 3),
+            content=" ".join(rng.choice(words) for _ in range(chars // 5))[:chars],
+            created_at=_NOW_MS - rng.randint(0, 60 * _DAY_MS),
+            attributes={"language": rng.choice(["rust", "go"]), "domain": "web-api"},
+            tags=rng.sample(["a", "b", "c", "d"], 2),
+        )
+        for n in range(count)
+    ]
+
+
+def adds_per_second(max_items: int, adds: int = 20_000) -> float:
+    """Offer `adds` distinct items to one window of `max_items` (full after the first N)."""
+    rng = random.Random(1)
+    window = BundleAccumulator(BundleConfig(max_items=max_items))
+    offered = _items(rng, adds, 64)
+    started = time.perf_counter()
+    for n, item in enumerate(offered):
+        window.add(item, now_ms=_NOW_MS + n)
+    return adds / (time.perf_counter() - started)
+
+
+def finalize_ms(items: int = 20, chars: int = 1_000, rounds: int = 30) -> tuple[float, float]:
+    """Median and p95 time of a finalize (dedup + render + token count) of `items` ~1 KB items;
+    each round holds fresh content, so token counts are not served from the cache."""
+    times = []
+    for r in range(rounds):
+        rng = random.Random(100 + r)
+        processor = ContextProcessor(BundleConfig(max_items=items))
+        held = Retrieval(
+            conversation_id="c", event_id="r", ts=_NOW_MS, items=_items(rng, items, chars)
+        )
+        processor.apply(held, position=0)
+        started = time.perf_counter()
+        processor.apply(Finalize(conversation_id="c", event_id="f", ts=_NOW_MS), position=1)
+        times.append((time.perf_counter() - started) * 1000)
+    times.sort()
+    return statistics.median(times), times[int(0.95 * (len(times) - 1))]
 
 
 def core_figures(*, adds: int, rounds: int, conversations: int, seed: int) -> dict[str, Any]:
-    """adds/s and finalize time (benchmarks/core_bench.py), and apply times on the workload."""
-    adds_per_s = {str(m): core_bench.adds_per_second(m, adds) for m in (20, 200)}
-    median, p95 = core_bench.finalize_ms(rounds=rounds)
+    """adds/s and finalize time (fresh ~1 KB items), and apply times on the workload."""
+    adds_per_s = {str(m): adds_per_second(m, adds) for m in (20, 200)}
+    median, p95 = finalize_ms(rounds=rounds)
     events = load.standard(conversations, seed)
     raw = [msgspec.json.encode(e) for e in events]
     processor = ContextProcessor(

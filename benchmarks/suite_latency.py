@@ -2,7 +2,8 @@
 
 Alone: `python benchmarks/suite_latency.py --max-rate 1400` (levels at `--fractions` of that
 rate, each `--seconds` long, on a fresh embedded broker); variants side by side (commits,
-settings, orders) in paired runs: benchmarks/latency_pairs.py.
+settings, orders) in paired runs: benchmarks/latency_pairs.py. Alone it takes about the number
+of levels times `--seconds`, plus ~10 s to start.
 """
 
 from __future__ import annotations

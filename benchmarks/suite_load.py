@@ -1,4 +1,6 @@
-"""Workloads and Kafka traffic for benchmarks/suite.py: producing, paced load, bare consumption."""
+"""Workloads and Kafka traffic for benchmarks/suite.py: producing, paced load, bare consumption.
+
+Measures nothing itself; the suite times what these helpers drive."""
 
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ COLLECT_WAIT_MS = 5
 # taken at arrival, not at this check.
 _CHECK_INTERVAL_S = 0.02
 # The text of the suite's workloads: real documentation (stream_ctx.realtext's numpy corpus), on
-# which the issue's targets are judged; the side-by-side phase also runs the synthetic text.
+# which the targets are judged; the side-by-side phase also runs the synthetic text.
 REAL_TEXT = "numpy"
 _WORD = re.compile(r"[^\W\d_]+")
 # The fields of the workload's shape the report describes it by.
@@ -62,7 +64,7 @@ def encode(events: Sequence[Event]) -> list[Record]:
 def standard(
     conversations: int, seed: int, *, is_ending: bool = True, text: str = REAL_TEXT
 ) -> list[Event]:
-    """The issue's workload shape (3-8 items of 200-1,500 chars, a finalize per 4 retrievals),
+    """The original workload shape (3-8 items of 200-1,500 chars, a finalize per 4 retrievals),
     on real text unless `text` says otherwise."""
     shape = WorkloadShape(conversations=conversations, is_ending=is_ending, text=text)
     return generate(seed, shape)

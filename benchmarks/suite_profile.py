@@ -6,6 +6,7 @@ an unclassified function (a builtin, msgspec, asyncio, the standard library) tak
 whoever called it, weighted by the time each caller spent in it, so a builtin called from both
 encode_bundle and the changelog writer is split between the two. Self time is then summed per
 stage. What nothing claims (the event loop polling sockets) is "event loop and sockets".
+Attribution of a finished profile takes a second or two.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ _RULES: tuple[tuple[str, str, str], ...] = (
 # Shared helpers take the stage of their caller.
 _INHERITING = ("stream_ctx/core/textmatch.py",)
 ROOT = "event loop and sockets"
-# The issue's stages, in its order; the others follow.
+# The stages the targets name, in their order; the others follow.
 STAGES = (
     "decode",
     "accumulate",

@@ -9,6 +9,7 @@ rendering, no token counts. `end` drops the state. Run as its own process, like 
     python benchmarks/suite_quix.py '<json spec>'   # prints one line: RESULT {...}
 
 Quix Streams is in the `bench` extra; `is_available()` tells the suite whether to run the row.
+A run lasts as long as its workload takes to drain (seconds in the suite).
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
-"""Machine description, target verdicts, markdown report and chart of benchmarks/suite.py."""
+"""Machine description, target verdicts, markdown report and chart of benchmarks/suite.py.
+
+Measures nothing: it writes what the suite measured, in well under a second."""
 
 from __future__ import annotations
 
 import datetime
-import json
 import os
 import platform
 import subprocess
@@ -11,13 +12,25 @@ from importlib import import_module, metadata
 from pathlib import Path
 from typing import Any
 
+import jinja2
 from suite_load import COLLECT_WAIT_MS
 
 from stream_ctx.shell.settings import config_keys
 
 Results = dict[str, Any]
+# The page's prose, with the tables below filled in; `fmt` is Python's format spec.
+_TEMPLATES = jinja2.Environment(
+    loader=jinja2.FileSystemLoader(Path(__file__).parent),
+    undefined=jinja2.StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+    keep_trailing_newline=True,
+    autoescape=False,  # noqa: S701 - Markdown for our own docs, not HTML
+)
+_TEMPLATES.filters["fmt"] = format
+_PAGE = _TEMPLATES.get_template("suite_report.md.j2")
 
-# Issue #11's targets (and issue #4's for memory and restore, which must not regress).
+# The throughput targets, and the memory and restore figures that must not regress.
 QUIX_SHARE = 0.35
 CPU_MS_PER_EVENT = 0.25
 P50_MS, P99_MS = 15.0, 50.0
@@ -95,13 +108,13 @@ def _commit() -> str:
 
 
 def real(r: Results) -> Results:
-    """The side-by-side rows on real text, which the issue's targets are judged on."""
+    """The side-by-side rows on real text, which the targets are judged on."""
     row: Results = r["side_by_side"][r["real_text"]]
     return row
 
 
 def targets(r: Results) -> list[dict[str, Any]]:
-    """One verdict per target of the issue (throughput on the real text), met or missed, and
+    """One verdict per target (throughput on the real text), met or missed, and
     the figures of this run that bound it (`why`, read where it is missed)."""
     row = real(r)
     run, quix, half = row["runner"], row.get("quix", {}), r["latency"]["at_half"]
@@ -344,13 +357,6 @@ def main_table(r: Results) -> str:
     return _table(["measure", "result"], rows)
 
 
-def settings_table(r: Results) -> str:
-    rows = [
-        [f"`{x['name']}`", json.dumps(x["used"]), json.dumps(x["default"])] for x in r["settings"]
-    ]
-    return _table(["setting", "in these runs", "code default"], rows)
-
-
 def targets_table(r: Results) -> str:
     rows = [
         [
@@ -364,134 +370,11 @@ def targets_table(r: Results) -> str:
     return _table(["target", "measured", "verdict", "why, if missed"], rows)
 
 
-def profile_table(r: Results) -> str:
-    prof = r["profile"]
-    total = prof["total_s"] or 1.0
-    rows = [
-        [stage, f"{seconds:.2f}", f"{seconds / total:.1%}"]
-        for stage, seconds in sorted(prof["stages_s"].items(), key=lambda kv: -kv[1])
-    ]
-    rows.append(["total (profiled CPU)", f"{prof['total_s']:.2f}", "100%"])
-    return _table(["stage", "CPU s", "share"], rows)
-
-
-def cumulative_table(r: Results) -> str:
-    """Named functions with the profiled CPU spent in them and below them."""
-    prof = r["profile"]
-    total = prof["total_s"] or 1.0
-    rows = [
-        [f"`{name}`", f"{seconds:.2f}", f"{seconds / total:.1%}"]
-        for name, seconds in sorted(prof["cumulative_s"].items(), key=lambda kv: -kv[1])
-        if seconds > 0
-    ]
-    return _table(["function (with its callees)", "CPU s", "share"], rows)
-
-
-def top_table(r: Results) -> str:
-    rows = [
-        [f"`{f['function']}`", f"{f['self_s']:.2f}", f"{f['cumulative_s']:.2f}", f"{f['calls']:,}"]
-        for f in r["profile"]["top_self"][:12]
-    ]
-    return _table(["function", "self s", "cumulative s", "calls"], rows)
-
-
-def markdown(r: Results) -> str:
-    """The whole report page (docs/benchmarks.md)."""
-    m, s = r["machine"], r["sizes"]
-    quick = " --quick" if s["conversations"] < 1000 else ""
-    sections = [
-        "# Benchmarks",
-        f"Figures from `python benchmarks/suite.py{quick}` ({r['elapsed_s']:.0f} s), {m['date']}. "
-        "The suite starts the embedded broker itself, asserts nothing, and writes "
-        "`bench-results/results.json`, this page and the chart. Load average of the machine "
-        f"(other work shares it): {_load(r)}.",
-        "## Machine",
-        _machine_table(m),
-        "## Targets (issue #11)",
-        f"Judged on the {TEXT_NAMES[r['real_text']]}: every figure here comes from it. The "
-        "synthetic text's side by side, the baseline beside the issue's own figures, is below.",
-        targets_table(r),
-        "## Side by side",
-        _workload_text(r),
-        *_side_by_side_sections(r),
-        "## Results",
-        f"From here on every figure is taken on the {TEXT_NAMES[r['real_text']]}: the latency "
-        "levels, the conversations held (warm-up items and measured stream), the long "
-        "conversations of the max_items points, memory, the core figures and the profile.",
-        main_table(r),
-        "![throughput and latency against offered load](benchmark.png)",
-        "### Latency against offered load",
-        "`stream-ctx run` as its own process; this suite produces the events paced at a fraction "
-        f"of the Runner's measured maximum ({r['latency']['max_events_per_s']:,.0f} events/s) and "
-        "consumes the bundles. Latency runs from the finalize's `send()` to its bundle's arrival "
-        "at the consumer; runner CPU is the `stream-ctx run` process's CPU over the level, "
-        "generator CPU this suite's (producing and consuming) on the same 2 cores. Each "
-        "level is a fresh seeded workload in a steady mix: conversations start one after "
-        "another, about rate/11 of them under way at a time, each step the next event of one "
-        "drawn at random (`suite_latency.staggered`). `generate` interleaves round-robin, a round "
-        "of nothing but finalizes; a random interleaving of every conversation at once (the "
-        "order before) crowds the finalizes and ends into the level's last third, over twice "
-        "their average rate in its busiest second: more work than the level's fraction of the "
-        "maximum.",
-        _latency_table(r),
-        "### How cost grows with conversations held",
-        "At each point a first Runner builds N conversations (one small retrieval each: 1-2 items "
-        "of 80-240 characters of the real text, so 100k fit in memory) and stops; a second member "
-        "of the group restores them (see Restore) and then processes the same measured stream at "
-        f"every N: {s['held_measured_conversations']} conversations of the workload whose ids are "
-        "among the held "
-        "ones, timed from the end of its restore to its last commit. RSS per held conversation is "
-        "the first Runner's RSS growth over its run divided by N.",
-        _held_table(r),
-        "### How cost grows with max_items",
-        f"{r['max_items']['conversations']} long conversations ({s['merge']} generated "
-        "conversations of the real text merged under each id, so a window can reach "
-        f"~{24 * s['merge']} distinct items), {r['max_items']['events']:,} events, "
-        f"{r['max_items']['finalizes']:,} finalizes, none ended.",
-        _max_items_table(r),
-        "### Memory per held conversation",
-        _memory_text(r),
-        _table(
-            ["allocation site", "B per conversation"],
-            [
-                [f"`{a['site']}`", f"{a['bytes_per_conversation']:,.0f}"]
-                for a in r["memory"]["top_allocation_sites"]
-            ],
-        ),
-        "### Restore",
-        "A new group member restores the state each point above left (`RunnerStats."
-        "restore_seconds`: read, rebuild windows, tombstone orphans), against a bare aiokafka "
-        "consumer reading the same changelog partitions from offset 0 to the high watermark.",
-        _restore_table(r),
-        "### Where the time goes",
-        f"cProfile (CPU clock) of the Runner over {r['profile']['events_profiled']:,} events of "
-        f"the {TEXT_NAMES[r['profile']['text']]} workload, from assignment to the last commit. "
-        "Self time is charged to the "
-        "stage of the nearest classified caller (builtins, msgspec and the standard library take "
-        "their caller's stage). The profiler slows Python-heavy code more than C code, so shares "
-        f"are indicative. Largest: {_largest(r)}.",
-        profile_table(r),
-        "Time inside named functions, callees included (so the rows overlap):",
-        cumulative_table(r),
-        "Functions with the most self time (the whole profile is `bench-results/runner.pstats`: "
-        "`python -m pstats bench-results/runner.pstats`):",
-        top_table(r),
-        "## Method",
-        _method(r),
-        "### Settings behind these figures",
-        "Read from the settings types and the core when this page was written "
-        "(`tests/shell/test_documented_defaults.py` fails when a code default moves away from "
-        "this table):",
-        settings_table(r),
-    ]
-    return "\n\n".join(sections) + "\n"
-
-
 # What each text of the workload is, for the page; the figures beside it come from the run.
 TEXT_NAMES = {
     "numpy": "real text (numpy)",
     "stdlib": "real text (stdlib)",
-    "synthetic": "synthetic text (the issue's workload)",
+    "synthetic": "synthetic text (the original workload)",
 }
 _TEXT_NOTES = {
     "numpy": "each document a random stretch, cut at whitespace, of the docstrings of numpy's "
@@ -499,74 +382,9 @@ _TEXT_NOTES = {
     "stdlib": "each document a random stretch, cut at whitespace, of the docstrings of the "
     "Python standard library",
     "synthetic": "sentences drawn from a small fixed vocabulary, in which a repeat finder sees "
-    "far more repetition than in real retrieval text; kept as the fixed baseline the issue's "
+    "far more repetition than in real retrieval text; kept as the fixed baseline the original "
     "figures were taken on",
 }
-
-
-def _workload_text(r: Results) -> str:
-    """The side-by-side workloads: one shape, a line per text, figures from the run."""
-    first = r["side_by_side"][r["texts"][0]]["workload"]
-    shape = first["shape"]
-    (low, high), (short, long) = shape["items_per_retrieval"], shape["chunk_chars"]
-    lines = [
-        f"Workloads of one shape (`stream_ctx.workload`, seed {first['seed']}, "
-        f"`WorkloadShape(text=...)`): {low}-{high} items of {short:,}-{long:,} characters per "
-        f"retrieval, a finalize per {shape['finalize_every']} retrievals, "
-        f"each item a re-retrieval with chance {shape['re_retrieve']:.0%}, else (once a tool "
-        f"result was seen) a tool re-run under a new id with chance {shape['tool_rerun']:.0%}, "
-        "neighbouring chunks overlapping by "
-        f"{shape['overlap']:.0%}, a runbook passage quoted in about half the documents. Only the "
-        "text differs. The issue's targets are judged on the "
-        f"{TEXT_NAMES[r['real_text']]}; the latency, conversations-held, max_items, memory, core "
-        "and profile figures below are taken on it too.",
-        "",
-    ]
-    for text in r["texts"]:
-        w = r["side_by_side"][text]["workload"]
-        corpus = (
-            f" (`stream_ctx.realtext`'s corpus: {w['corpus_documents']:,} documents, "
-            f"{w['corpus_chars'] / 1e6:.1f} M characters)"
-            if "corpus_documents" in w
-            else ""
-        )
-        lines.append(
-            f"- **{TEXT_NAMES[text]}**: {_TEXT_NOTES[text]}{corpus}. {w['conversations']:,} "
-            f"conversations, {w['events']:,} events ({w['mean_event_bytes']:,} bytes on average), "
-            f"{w['finalizes']:,} finalizes; {w['distinct_contents']:,} distinct item contents "
-            f"holding {w['distinct_words']:,} distinct words (runs of letters)."
-        )
-    lines += [
-        "",
-        f"One input topic per text of {first['partitions']} partitions, on one broker; every "
-        "processor reads it from offset 0 in a fresh process and group. *Once joined* runs from "
-        "the group's first assignment to the last input event's commit, *from start* from the "
-        "process's launch (imports, group join) to the same point. The Quix Streams app "
-        "(`benchmarks/suite_quix.py`) keeps the same window (threshold, merge, max_items, "
-        "eviction by stream-ctx's scoring) in its RocksDB state with a changelog, and publishes "
-        "the window's ids and contents in priority order at each finalize: no dedup, no "
-        "rendering, no token counts. The exact-count bound is the rate if counting every new "
-        "content text once (a content-hash cache) were all the work: the counter alone over "
-        "the workload's distinct contents. The exact-repeat bound is the same for finding the "
-        "repeats of each finalize's window (the core's `plan_texts`: a hash index of lines and "
-        "sentences, the quotes and the diffs, on the windows the core processor builds over the "
-        "workload). The floor adds both to the ceiling's CPU per event: what an exact "
-        "deduplicating processor does at the least, so 1 / floor is the most one core could "
-        "process. Both bounds are CPU time, best of 3.",
-    ]
-    return "\n".join(lines)
-
-
-def _side_by_side_sections(r: Results) -> list[str]:
-    """A table per text, then stream-ctx against the peer and the ceiling on each."""
-    sections = []
-    for text in r["texts"]:
-        sections += [
-            f"### {TEXT_NAMES[text].capitalize()}",
-            side_by_side_table(r["side_by_side"][text]),
-        ]
-    sections += ["### stream-ctx against the peer, by text", ratios_table(r)]
-    return sections
 
 
 def ratios_table(r: Results) -> str:
@@ -586,49 +404,6 @@ def ratios_table(r: Results) -> str:
         )
     header = ["text", "stream-ctx / Quix", "stream-ctx / ceiling", "stream-ctx CPU ms/event"]
     return _table([*header, "of the exact-count bound"], rows)
-
-
-def _method(r: Results) -> str:
-    s, kafka = r["sizes"], {x["name"]: x["used"] for x in r["settings"]}
-    return f"""\
-- Each measured process is fresh (`benchmarks/suite_child.py`, `benchmarks/suite_quix.py`): its
-  CPU seconds (all its threads) and peak RSS are its own, never the broker's. The clock starts
-  when the group assigns the partitions and stops when the batch holding the last input event
-  is published, acknowledged and committed (for Quix: after its last forced checkpoint). The
-  tokenizer is loaded before the clock starts, as in any running instance.
-- Ceiling and Runner use the same client settings: group consumer, `getmany(max_records=
-  {kafka["kafka.max_poll_records"]})`, producer with acks=all, idempotence off,
-  {kafka["kafka.max_batch_size"]:,}-byte batches, linger {kafka["kafka.linger_ms"]} ms; the
-  Runner compresses with {kafka["kafka.compression_type"]}, the ceiling does not. Quix runs with
-  its defaults but for idempotence (off: Tansu lacks it) and the session timeout
-  ({s["session_timeout_ms"]:,} ms, as the others: librdkafka's 45 s would make Tansu's first
-  join take ~22 s). Each figure is the median of {s["ceiling_runs"]} (ceiling) or
-  {s["runner_runs"]} (Quix, Runner) runs per text, except the Runner on the synthetic text:
-  {_runs(s["baseline_runner_runs"])} (the baseline beside the issue's figures, not a target's).
-  Each run is a fresh process, group and output topics reading the same input from offset 0.
-- The latency consumer sets `fetch_max_wait_ms=5`: Tansu holds a fetch for the full wait when no
-  data is there yet (500 ms by default), which would otherwise be measured instead of stream-ctx.
-- The profiled run and the core figures come from separate runs; the throughput run is never
-  profiled. Rebalances during measured runs are counted in results.json (`rebalances`)."""
-
-
-# Sections below this line in docs/benchmarks.md come from other benchmarks; a suite run keeps them.
-KEPT_MARKER = "<!-- Sections below are written by other benchmarks; the suite keeps them. -->"
-# Before the marker existed, the first of those sections was the soak.
-_FIRST_KEPT_HEADING = "\n## Soak"
-
-
-def kept_sections(page: str) -> str:
-    """The part of the existing page the suite does not write, from the marker on."""
-    if KEPT_MARKER in page:
-        return "\n" + KEPT_MARKER + page.split(KEPT_MARKER, 1)[1]
-    if _FIRST_KEPT_HEADING in page:
-        return "\n" + KEPT_MARKER + "\n" + page[page.index(_FIRST_KEPT_HEADING) :]
-    return ""
-
-
-def _runs(n: int) -> str:
-    return "one run" if n == 1 else f"the median of {n} runs"
 
 
 def _machine_table(m: dict[str, Any]) -> str:
@@ -729,40 +504,25 @@ def _restore_table(r: Results) -> str:
     return _table([*header, "RSS B/restored conv."], rows)
 
 
-def _memory_text(r: Results) -> str:
-    mem = r["memory"]
-    memos = mem["memo_cache_bytes_per_conversation"]
-    entry = mem["token_cache_bytes_per_entry"]
-    bound = {x["name"]: x["used"] for x in r["settings"]}[FIGURE_LIMITS[0]]
-    at_bound = f" (~{entry * bound / 2**20:,.0f} MiB at its bound)" if entry else ""
-    return (
-        f"tracemalloc over a `ContextProcessor` fed {mem['conversations']} real-text "
-        f"conversations that never end ({mem['items_per_conversation']:.1f} items held each; "
-        "events decoded from bytes inside the traced region and dropped, so only what the "
-        f"processor keeps is counted): {mem['bytes_per_conversation']:,.0f} B per conversation "
-        f"for {mem['content_bytes_per_conversation']:,.0f} B of held content "
-        f"({mem['ratio_to_content']:.2f}x; the target allows {mem['limit_bytes']:,.0f} B). "
-        "Process-wide caches come on top, bounded, shared by all conversations and so not "
-        "counted per conversation: the token-count cache, "
-        f"{mem['token_cache_bytes_per_conversation']:,.0f} B per conversation at this size "
-        f"({mem['token_cache_entries_per_conversation']:.0f} entries of ~{entry or 0:,.0f} B; "
-        f"bounded at {bound:,} entries{at_bound}), and the core's memo tables (block ids, "
-        f"baseline entries, header parts; core/caches.py), {memos:,.0f} B per conversation "
-        "at this size. "
-        "Largest allocation sites of what the processor keeps:"
+def markdown(r: Results) -> str:
+    """The whole page (docs/benchmarks/suite.md): the template's prose around the tables."""
+    settings_used = {x["name"]: x["used"] for x in r["settings"]}
+    return _PAGE.render(
+        r=r,
+        text_names=TEXT_NAMES,
+        text_notes=_TEXT_NOTES,
+        settings_used=settings_used,
+        cache_bound=settings_used[FIGURE_LIMITS[0]],
+        machine_table=_machine_table(r["machine"]),
+        targets_table=targets_table(r),
+        side_by_side={t: side_by_side_table(r["side_by_side"][t]) for t in r["texts"]},
+        ratios_table=ratios_table(r),
+        main_table=main_table(r),
+        latency_table=_latency_table(r),
+        held_table=_held_table(r),
+        max_items_table=_max_items_table(r),
+        restore_table=_restore_table(r),
     )
-
-
-def _largest(r: Results) -> str:
-    prof = r["profile"]
-    total = prof["total_s"] or 1.0
-    ranked = sorted(prof["stages_s"].items(), key=lambda kv: -kv[1])[:3]
-    return ", ".join(f"{stage} {seconds / total:.0%}" for stage, seconds in ranked)
-
-
-def _load(r: Results) -> str:
-    start, end = r["load_average_start"], r["load_average_end"]
-    return f"{start[0]:.2f} at the start, {end[0]:.2f} at the end (1-minute)"
 
 
 def summary(r: Results) -> str:

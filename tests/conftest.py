@@ -12,8 +12,9 @@ from hypothesis import Phase, settings
 from stream_ctx.shell.admin import ClientKwargs
 from stream_ctx.shell.broker import EmbeddedBroker
 
-# `mutmut run` (docs/mutation.md) selects this: a mutant's first failing example kills it, so
-# no time goes on shrinking, and no example saved for one mutant decides another's verdict.
+# `mutmut run` (docs/development/mutation.md) selects this: a mutant's first failing example
+# kills it, so no time goes on shrinking, and no example saved for one mutant decides another's
+# verdict.
 settings.register_profile("mutation", database=None, phases=[Phase.explicit, Phase.generate])
 
 # Characters Kafka forbids in topic names, as they appear in parametrized test ids.

@@ -6,7 +6,8 @@ when each input record was
 fetched (with the record's create time), each finalize's start and end, each bundle's send(),
 and each produce request's start and end (and whether it carried bundles). It wraps private
 methods of the Runner and of aiokafka's Sender, so it follows those names, not a contract.
-benchmarks/latency_stages.py reads the files.
+benchmarks/latency_stages.py reads the files. It measures nothing itself and costs the run a
+few microseconds per record.
 """
 
 from __future__ import annotations

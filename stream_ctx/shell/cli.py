@@ -15,13 +15,14 @@ from typing import TypeVar
 
 import anyio
 
-from stream_ctx.errors import ConfigError, StreamCtxError
-from stream_ctx.shell.devbroker import run_broker
+from stream_ctx.errors import BrokerError, ConfigError, StreamCtxError
+from stream_ctx.shell.devbroker import run_broker, start_hint
 from stream_ctx.shell.logs import configure_logging
 from stream_ctx.shell.replay import replay
 from stream_ctx.shell.schema import SCHEMA_NAMES, render_schema
 from stream_ctx.shell.service import serve
 from stream_ctx.shell.settings import ENV_PREFIX, load_settings
+from stream_ctx.shell.subcommand import DescriptionFirstParser, add_command
 from stream_ctx.shell.workers import run_workers
 
 log = logging.getLogger("stream_ctx.cli")
@@ -31,7 +32,7 @@ _LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit status."""
-    parser = _parser()
+    parser = build_parser()
     args = parser.parse_args(argv)
     is_json = bool(getattr(args, "log_json", False))
     if hasattr(args, "log_level"):
@@ -39,14 +40,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         status: int = args.handler(args)
     except StreamCtxError as exc:
+        hint = _broker_hint(args) if isinstance(exc, BrokerError) else ""
         if is_json:  # the last line is JSON like every other
-            log.error("%s: %s", type(exc).__name__, exc, extra={"error": type(exc).__name__})
+            log.error(
+                "%s: %s%s", type(exc).__name__, exc, hint, extra={"error": type(exc).__name__}
+            )
         else:
-            print(f"stream-ctx: {type(exc).__name__}: {exc}", file=sys.stderr)
+            print(f"stream-ctx: {type(exc).__name__}: {exc}{hint}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # Ctrl-C before a command's own signal handling is in place
         return 130
     return status
+
+
+def _broker_hint(args: argparse.Namespace) -> str:
+    """For `run`, `produce` and `tail` on a local address nobody answers: how to start one."""
+    if not getattr(args, "is_broker_client", False):
+        return ""
+    try:
+        servers = load_settings(args.config).kafka.servers
+    except StreamCtxError:
+        return ""
+    return start_hint(servers)
 
 
 def _run_async(function: Callable[[], Awaitable[_T]]) -> _T:
@@ -61,13 +76,22 @@ def _run_async(function: Callable[[], Awaitable[_T]]) -> _T:
 
 def _replay(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
-    limit = {"max_event_bytes": settings.kafka.max_event_bytes}  # the limit `run` applies
+    limit = settings.kafka.max_event_bytes  # the limit `run` applies
     if args.events == "-":
-        bad = replay(settings.bundle, sys.stdin.buffer, sys.stdout.buffer, sys.stderr, **limit)
+        bad = replay(
+            settings.bundle, sys.stdin.buffer, sys.stdout.buffer, sys.stderr, max_event_bytes=limit
+        )
     else:
         try:
             with Path(args.events).open("rb") as events:
-                bad = replay(settings.bundle, events, sys.stdout.buffer, sys.stderr, **limit)
+                bad = replay(
+                    settings.bundle,
+                    events,
+                    sys.stdout.buffer,
+                    sys.stderr,
+                    max_event_bytes=limit,
+                    source=args.events,
+                )
         except OSError as exc:
             print(f"stream-ctx: cannot read {args.events!r}: {exc.strerror}", file=sys.stderr)
             return 2
@@ -244,7 +268,8 @@ def _schema(args: argparse.Namespace) -> int:
     return 0
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
+    """The whole command line; docs/hooks.py renders the CLI reference from it."""
     parser = argparse.ArgumentParser(
         prog="stream-ctx", description="Turn retrieval events into lossless, token-counted bundles."
     )
@@ -252,16 +277,20 @@ def _parser() -> argparse.ArgumentParser:
     logs = argparse.ArgumentParser(add_help=False)
     logs.add_argument("--log-json", action="store_true", help="one JSON object per log line")
     logs.add_argument("--log-level", choices=_LEVELS, default="INFO", help="default: INFO")
-    commands = parser.add_subparsers(required=True, metavar="COMMAND")
-    replay_cmd = commands.add_parser(
-        "replay", help="run the core over a JSON-lines events file, one bundle per line to stdout"
+    commands = parser.add_subparsers(
+        required=True, metavar="COMMAND", parser_class=DescriptionFirstParser
+    )
+    replay_cmd = add_command(
+        commands,
+        "replay",
+        summary="run the core over a JSON-lines events file, one bundle per line to stdout",
     )
     replay_cmd.add_argument("--config", type=Path, help="TOML config file ([bundle] table)")
     replay_cmd.add_argument("events", help="events file (JSON lines), or - for stdin")
     replay_cmd.set_defaults(handler=_replay)
 
-    run_cmd = commands.add_parser(
-        "run", parents=[logs], help="process events from Kafka until SIGTERM/SIGINT"
+    run_cmd = add_command(
+        commands, "run", parents=[logs], summary="process events from Kafka until SIGTERM/SIGINT"
     )
     run_cmd.add_argument("--config", type=Path, help="TOML config file")
     run_cmd.add_argument("--bootstrap-servers", help="overrides kafka.bootstrap_servers")
@@ -274,10 +303,10 @@ def _parser() -> argparse.ArgumentParser:
         default=1,
         help="group members to run, one process each (default 1; up to one per core helps)",
     )
-    run_cmd.set_defaults(handler=_run)
+    run_cmd.set_defaults(handler=_run, is_broker_client=True)
 
-    demo_cmd = commands.add_parser(
-        "demo", help="run the processor on an embedded broker over a sample stream"
+    demo_cmd = add_command(
+        commands, "demo", summary="run the processor on an embedded broker over a sample stream"
     )
     demo_cmd.add_argument("--conversations", type=int, default=24, help="sample size")
     demo_cmd.add_argument("--seed", type=int, default=42, help="sample seed")
@@ -289,10 +318,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo_cmd.set_defaults(handler=_demo)
 
-    broker_cmd = commands.add_parser(
+    broker_cmd = add_command(
+        commands,
         "broker",
         parents=[logs],
-        help="run the embedded broker alone, with the config's topics, until Ctrl-C",
+        summary="run the embedded broker alone, with the config's topics, until Ctrl-C",
     )
     broker_cmd.add_argument("--config", type=Path, help="TOML config file (topic names)")
     broker_cmd.add_argument(
@@ -306,26 +336,34 @@ def _parser() -> argparse.ArgumentParser:
     )
     broker_cmd.set_defaults(handler=_broker)
 
-    produce_cmd = commands.add_parser(
-        "produce", parents=[logs], help="send a JSON-lines events file, keyed by conversation id"
+    produce_cmd = add_command(
+        commands,
+        "produce",
+        parents=[logs],
+        summary="send a JSON-lines events file, keyed by conversation id",
     )
     produce_cmd.add_argument("--config", type=Path, help="TOML config file")
     produce_cmd.add_argument("--topic", help="default: the first of kafka.input_topics")
     produce_cmd.add_argument("events", help="events file (JSON lines), or - for stdin")
-    produce_cmd.set_defaults(handler=_produce)
+    produce_cmd.set_defaults(handler=_produce, is_broker_client=True)
 
-    tail_cmd = commands.add_parser(
-        "tail", parents=[logs], help="print bundles from kafka.output_topic as they arrive"
+    tail_cmd = add_command(
+        commands,
+        "tail",
+        parents=[logs],
+        summary="print bundles from kafka.output_topic as they arrive",
     )
     tail_cmd.add_argument("--config", type=Path, help="TOML config file")
     tail_cmd.add_argument(
         "--from-beginning", action="store_true", help="start at the oldest bundle, not the next"
     )
     tail_cmd.add_argument("--count", type=int, help="exit after this many bundles")
-    tail_cmd.set_defaults(handler=_tail)
+    tail_cmd.set_defaults(handler=_tail, is_broker_client=True)
 
-    health_cmd = commands.add_parser(
-        "healthcheck", help="exit 0 when a local `run` answers /healthz on metrics.port"
+    health_cmd = add_command(
+        commands,
+        "healthcheck",
+        summary="exit 0 when a local `run` answers /healthz on metrics.port",
     )
     health_cmd.add_argument("--config", type=Path, help="TOML config file (the one `run` reads)")
     health_cmd.add_argument(
@@ -336,8 +374,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     health_cmd.set_defaults(handler=_healthcheck)
 
-    schema_cmd = commands.add_parser(
-        "schema", help="print the JSON Schema (draft 2020-12) of input events and bundles"
+    schema_cmd = add_command(
+        commands,
+        "schema",
+        summary="print the JSON Schema (draft 2020-12) of input events and bundles",
     )
     schema_cmd.add_argument(
         "--which", choices=(*SCHEMA_NAMES, "all"), default="all", help="which schema to print"

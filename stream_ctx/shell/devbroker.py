@@ -7,6 +7,8 @@ as to any Kafka cluster.
 from __future__ import annotations
 
 import signal
+import socket
+from collections.abc import Sequence
 from typing import TextIO
 
 import anyio
@@ -17,7 +19,10 @@ from stream_ctx.shell.broker import EmbeddedBroker, embedded_broker
 from stream_ctx.shell.settings import Settings
 from stream_ctx.shell.topology import topics_to_create
 
-__all__ = ("run_broker",)
+__all__ = ("run_broker", "start_hint")
+_LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1", "[::1]")
+# A refused connection answers at once; this only bounds a host that drops packets.
+_PROBE_TIMEOUT_S = 1.0
 # How often a broker that died on its own is noticed; it answers Ctrl-C at once regardless.
 _LIVENESS_INTERVAL_S = 0.5
 
@@ -51,3 +56,21 @@ async def _fail_if_it_exits(broker: EmbeddedBroker) -> None:
     while broker.is_running:  # noqa: ASYNC110 - a child process's exit sets no event
         await anyio.sleep(_LIVENESS_INTERVAL_S)
     raise BrokerError(f"the embedded broker exited on its own; see {broker.log_path}")
+
+
+def start_hint(servers: Sequence[str]) -> str:
+    """ "; nothing listens on <address>: start a broker with `stream-ctx broker`", when every
+    bootstrap address is on this machine and none answers; "" otherwise (a remote cluster)."""
+    addresses = [server.rpartition(":") for server in servers]
+    if not addresses or any(host not in _LOCAL_HOSTS for host, _, _ in addresses):
+        return ""
+    for host, _, port in addresses:
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), _PROBE_TIMEOUT_S):
+                return ""
+        except (OSError, ValueError):
+            continue
+    return (
+        f"; nothing listens on {', '.join(servers)}: start a local broker with"
+        " `stream-ctx broker` (in another terminal, with the same --config)"
+    )

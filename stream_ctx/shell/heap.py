@@ -24,7 +24,7 @@ def run_heap() -> Iterator[None]:
 
     A full collection scans every tracked object; the startup heap never becomes garbage, yet
     scanning it took ~60 ms on the 2-core box, paid inside a 1,000-conversation restore that
-    reads its records in ~25 ms (docs/benchmarks.md, Restore)."""
+    reads its records in ~25 ms (docs/benchmarks/suite.md, Restore)."""
     if not _found:
         gc.collect()
         gc.freeze()

@@ -3,14 +3,25 @@ is wrong: `run` and `replay` apply the same limits and checks through `read_valu
 
 from __future__ import annotations
 
+import datetime
+import re
+
+import msgspec
 from aiokafka.structs import ConsumerRecord
+from msgspec import inspect
 
 from stream_ctx.core.codec import decode_event
-from stream_ctx.core.events import Event
+from stream_ctx.core.events import End, Event, Finalize, Retrieval
 from stream_ctx.errors import InvalidEventError
+
+__all__ = ("bad_line", "error_column", "read_event", "read_value")
 
 # Bytes shown either side of an invalid UTF-8 sequence in the error message.
 _CONTEXT_BYTES = 12
+_BYTE = re.compile(r"\(byte (\d+)\)")
+_PATH_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+_EVENT_TYPES = {cls.__struct_config__.tag: cls for cls in (Retrieval, Finalize, End)}
+_EPOCH_MS_FIELDS = ("ts", "created_at")
 
 
 def read_value(value: bytes | None, *, max_bytes: int, size: int | None = None) -> Event:
@@ -55,3 +66,84 @@ def read_event(record: ConsumerRecord[bytes, bytes], *, max_bytes: int) -> Event
             path="$.conversation_id",
         )
     return event
+
+
+def bad_line(source: str, number: int, line: bytes, error: InvalidEventError) -> str:
+    """`FILE:LINE:COLUMN: message`, with the allowed values of an enum field, or what a date
+    string in an epoch-milliseconds field would have been."""
+    return f"{source}:{number}:{error_column(line, error)}: {error}{_hint(line, error)}"
+
+
+def error_column(line: bytes, error: InvalidEventError) -> int:
+    """1-based byte column of a bad line's fault: where the JSON breaks, or the bad field's key."""
+    found = _BYTE.search(str(error))
+    if found:
+        return int(found.group(1)) + 1
+    if error.path in (None, "$"):
+        return len(line) + 1 if "truncated" in str(error) else 1
+    position, skip = 0, 0
+    for name, index in _PATH_PART.findall(error.path.removeprefix("$.")):
+        if index:
+            skip = int(index)
+            continue
+        for _ in range(skip + 1):
+            hit = line.find(b'"%s"' % name.encode(), position)
+            if hit < 0:  # a missing field: the object it belongs in
+                return position + 1
+            position = hit + 1
+        skip = 0
+    return position
+
+
+def _hint(line: bytes, error: InvalidEventError) -> str:
+    if not error.path or error.path == "$":
+        return ""
+    try:
+        document = msgspec.json.decode(line)
+    except msgspec.DecodeError:
+        return ""
+    if error.path == "$.type":
+        return f"; allowed: {', '.join(map(repr, _EVENT_TYPES))}"
+    event_type = _EVENT_TYPES.get(document.get("type")) if isinstance(document, dict) else None
+    if event_type is None:
+        return ""
+    info: inspect.Type = inspect.type_info(event_type)
+    value: object = document
+    name = ""
+    for name, index in _PATH_PART.findall(error.path.removeprefix("$.")):
+        info = _without_none(info)
+        if index and isinstance(info, inspect.ListType) and isinstance(value, list):
+            info, value = info.item_type, value[int(index)] if int(index) < len(value) else None
+        elif isinstance(info, inspect.StructType) and isinstance(value, dict):
+            fields = {f.encode_name: f.type for f in info.fields}
+            if name not in fields:
+                return ""
+            info, value = fields[name], value.get(name)
+        else:
+            return ""
+    info = _without_none(info)
+    if isinstance(info, inspect.LiteralType):
+        return f"; allowed: {', '.join(map(repr, info.values))}"
+    if name in _EPOCH_MS_FIELDS and isinstance(value, str):
+        return f"; `{name}` is epoch milliseconds (an integer){_as_epoch_ms(value)}"
+    return ""
+
+
+def _without_none(info: inspect.Type) -> inspect.Type:
+    if isinstance(info, inspect.UnionType):
+        rest = [t for t in info.types if not isinstance(t, inspect.NoneType)]
+        if len(rest) == 1:
+            return rest[0]
+    return info
+
+
+def _as_epoch_ms(text: str) -> str:
+    """ ", e.g. 1735689600000 for '2025-01-01T00:00:00Z'" when `text` reads as a date."""
+    try:
+        moment = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        return ""
+    zone = "" if moment.tzinfo else " read as UTC"
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.UTC)
+    return f", e.g. {int(moment.timestamp() * 1000)} for {text!r}{zone}"

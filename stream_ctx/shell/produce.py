@@ -6,7 +6,6 @@ Every line is checked as the processor would decode it; a bad one is reported as
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TextIO
@@ -18,12 +17,10 @@ from stream_ctx.errors import BrokerError, InvalidEventError
 from stream_ctx.shell import clients
 from stream_ctx.shell.admin import partition_counts
 from stream_ctx.shell.connection import client_kwargs
+from stream_ctx.shell.intake import bad_line, error_column
 from stream_ctx.shell.settings import Settings
 
 __all__ = ("Produced", "error_column", "produce_lines")
-
-_BYTE = re.compile(r"\(byte (\d+)\)")
-_PATH_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +50,7 @@ async def produce_lines(
                 event = decode_event(value)
             except InvalidEventError as exc:
                 bad += 1
-                err.write(f"{source}:{number}:{error_column(value, exc)}: {exc}\n")
+                err.write(bad_line(source, number, value, exc) + "\n")
                 continue
             conversations.add(event.conversation_id)
             key = event.conversation_id.encode()
@@ -66,24 +63,3 @@ async def produce_lines(
     finally:
         await producer.stop()
     return Produced(sent=len(sent), conversations=len(conversations), bad=bad)
-
-
-def error_column(line: bytes, error: InvalidEventError) -> int:
-    """1-based byte column of a bad line's fault: where the JSON breaks, or the bad field's key."""
-    found = _BYTE.search(str(error))
-    if found:
-        return int(found.group(1)) + 1
-    if error.path in (None, "$"):
-        return len(line) + 1 if "truncated" in str(error) else 1
-    position, skip = 0, 0
-    for name, index in _PATH_PART.findall(error.path.removeprefix("$.")):
-        if index:
-            skip = int(index)
-            continue
-        for _ in range(skip + 1):
-            hit = line.find(b'"%s"' % name.encode(), position)
-            if hit < 0:  # a missing field: the object it belongs in
-                return position + 1
-            position = hit + 1
-        skip = 0
-    return position

@@ -10,7 +10,7 @@ from stream_ctx.core.codec import encode_bundle
 from stream_ctx.core.config import BundleConfig
 from stream_ctx.core.processor import ContextProcessor
 from stream_ctx.errors import InvalidEventError
-from stream_ctx.shell.intake import read_value
+from stream_ctx.shell.intake import bad_line, read_value
 from stream_ctx.shell.settings import KafkaSettings
 
 # An over-long line is read past in pieces of this size, so it never sits in memory whole.
@@ -24,8 +24,10 @@ def replay(
     err: TextIO,
     *,
     max_event_bytes: int = KafkaSettings().max_event_bytes,
+    source: str = "<stdin>",
 ) -> int:
-    """Write each finalize's bundle to `out`, report bad lines on `err`; return the bad count.
+    """Write each finalize's bundle to `out`, report bad lines on `err` (as `source:LINE:COLUMN`);
+    return the bad count.
     Each line passes the checks a record `run` consumes passes (`read_value`, same limit)."""
     processor = ContextProcessor(config)
     bad = 0
@@ -36,7 +38,7 @@ def replay(
             event = read_value(line, max_bytes=max_event_bytes, size=size)
         except InvalidEventError as exc:
             bad += 1
-            err.write(f"line {number}: {exc}\n")
+            err.write(bad_line(source, number, line, exc) + "\n")
             continue
         bundle = processor.apply(event, position=number)
         if bundle is not None:

@@ -63,7 +63,7 @@ _GROUP_MOVED_ON = (
 # Step-1 writes (bundles, dead letters, item versions) on the wire before processing waits for
 # them: bounds memory in flight when publishing falls behind.
 _MAX_IN_FLIGHT_SENDS = 20_000
-# Loop turns from send() to aiokafka's produce request (benchmarks/sender_turns.py counts them): 3
+# Loop turns from send() to aiokafka's produce request (counted once against the embedded broker): 3
 # when the producer is idle; 7 when the answer to its previous request has arrived but is unread
 # (aiokafka sends one request at a time per broker), as after a finalize. A bundle gets 7.
 _SENDER_TURNS = 7

@@ -185,7 +185,7 @@ def _from_environment(environ: Mapping[str, str]) -> list[tuple[str, str, object
         if dotted is None:
             raise ConfigError(
                 f"unknown environment variable {variable}{nearest(variable, names)}"
-                " (see the config keys in README.md)"
+                " (the docs' settings reference lists every one)"
             )
         key = keys.get(dotted)
         if key is not None:

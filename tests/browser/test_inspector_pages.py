@@ -2,10 +2,13 @@
 
 One run serves every test here (a group join costs seconds): it binds 0.0.0.0, so the inspector
 demands the token it reads from the environment; the browser only ever talks to 127.0.0.1.
+Screenshots go to a temporary folder, or to $INSPECTOR_SCREENSHOTS when `docs/screenshots.py`
+runs these tests to refresh the docs' images on purpose.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import socket
@@ -42,7 +45,8 @@ _RUN_TIMEOUT_S = 60.0
 _LIVE_TIMEOUT_MS = 20_000
 _TOKEN = uuid.uuid4().hex
 _MAX_ITEMS = 4  # small windows, so the sample workload evicts
-_DOCS = Path(__file__).resolve().parents[2] / "docs"
+# Set by docs/screenshots.py; the tests never write into the checkout otherwise.
+_SCREENSHOTS_VARIABLE = "INSPECTOR_SCREENSHOTS"
 _CHROMIUM = "/usr/bin/chromium"
 _CHROMIUM_ARGS = [
     "--headless",
@@ -194,13 +198,22 @@ async def page(browser: BrowserContext) -> AsyncIterator[Page]:
     assert errors == []
 
 
+@pytest.fixture
+def screenshots(tmp_path: Path) -> Path:
+    """Where a test saves its page's picture: a temporary folder unless docs/screenshots.py asks."""
+    chosen = os.environ.get(_SCREENSHOTS_VARIABLE)
+    return Path(chosen) if chosen else tmp_path
+
+
 async def _open(page: Page, url: str) -> None:
     response = await page.goto(url)
     assert response is not None and response.status == 200, url
     await page.wait_for_selector("#live-status.on", timeout=_LIVE_TIMEOUT_MS)
 
 
-async def test_overview_numbers_and_plots_move_as_events_arrive(run: Live, page: Page) -> None:
+async def test_overview_numbers_and_plots_move_as_events_arrive(
+    run: Live, page: Page, screenshots: Path
+) -> None:
     await _open(page, f"{run.base}/inspect/")
     before = int(await page.inner_text("td[data-live=events]"))
     assert before > 0
@@ -219,10 +232,12 @@ async def test_overview_numbers_and_plots_move_as_events_arrive(run: Live, page:
     )
     points = await page.get_attribute("svg[data-plot=events_per_s] polyline", "points")
     assert points and len(points.split()) >= 2
-    await page.screenshot(path=_DOCS / "inspector-overview.png")
+    await page.screenshot(path=screenshots / "inspector-overview.png")
 
 
-async def test_conversation_page_shows_an_eviction_with_its_reason(run: Live, page: Page) -> None:
+async def test_conversation_page_shows_an_eviction_with_its_reason(
+    run: Live, page: Page, screenshots: Path
+) -> None:
     cid, evicted, newcomer = run.evicted
     await _open(page, f"{run.base}/inspect/c/{cid}")
     row = page.locator("#timeline tr.what-evicted", has_text=evicted).filter(has_text=newcomer)
@@ -231,20 +246,22 @@ async def test_conversation_page_shows_an_eviction_with_its_reason(run: Live, pa
     assert "ranked lowest in the full window" in text
     assert await page.locator("#window tbody tr").count() == _MAX_ITEMS
     assert re.search(r"\d\.\d{4}", await page.inner_text("#window tbody tr >> nth=0"))
-    await page.screenshot(path=_DOCS / "inspector-conversation.png", full_page=False)
+    await page.screenshot(path=screenshots / "inspector-conversation.png", full_page=False)
 
 
-async def test_conversations_list_searches_by_id(run: Live, page: Page) -> None:
+async def test_conversations_list_searches_by_id(run: Live, page: Page, screenshots: Path) -> None:
     await _open(page, f"{run.base}/inspect/conversations")
     assert await page.locator("#conversations tbody tr").count() >= _SHAPE.conversations
-    await page.screenshot(path=_DOCS / "inspector-conversations.png")
+    await page.screenshot(path=screenshots / "inspector-conversations.png")
     await page.fill("#search", "c-00002")
     visible = page.locator("#conversations tbody tr:visible")
     assert await visible.count() == 1
     assert await visible.first.get_attribute("data-id") == "c-00002"
 
 
-async def test_bundle_page_links_a_reference_to_its_block_and_back(run: Live, page: Page) -> None:
+async def test_bundle_page_links_a_reference_to_its_block_and_back(
+    run: Live, page: Page, screenshots: Path
+) -> None:
     cid, seq = run.shared
     await _open(page, f"{run.base}/inspect/c/{cid}")
     await page.click(f"#bundles a[href$='/b/{seq}']")
@@ -264,7 +281,7 @@ async def test_bundle_page_links_a_reference_to_its_block_and_back(run: Live, pa
         await page.inner_text("#tokens-naive")
     )
     await page.evaluate("window.scrollTo(0, 0)")
-    await page.screenshot(path=_DOCS / "inspector-bundle.png")
+    await page.screenshot(path=screenshots / "inspector-bundle.png")
 
 
 async def test_token_is_enforced_off_loopback_and_probes_stay_open(

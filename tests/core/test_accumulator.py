@@ -1,4 +1,4 @@
-"""Window rules of issue 2: threshold, merge, eviction at the event's time, true top-N, counters."""
+"""Window rules: threshold, merge, eviction at the event's time, true top-N, counters."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Wire codec of issue 2: strict events with errors naming path and value, canonical bundles."""
+"""Wire codec: strict events with errors naming path and value, canonical bundles."""
 
 from __future__ import annotations
 

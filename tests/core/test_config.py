@@ -1,4 +1,4 @@
-"""BundleConfig of issue 2: the seed's presets and validation, errors naming `bundle.<key>`."""
+"""BundleConfig: the seed's presets and validation, errors naming `bundle.<key>`."""
 
 from __future__ import annotations
 

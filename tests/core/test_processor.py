@@ -1,4 +1,4 @@
-"""ContextProcessor of issue 2: bundles per finalize, budget, end, TTL, positions, stats, replay."""
+"""ContextProcessor: bundles per finalize, budget, end, TTL, positions, stats, replay."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Scoring rules of issue 2: fractional-day recency, normalised priority, the total item order."""
+"""Scoring rules: fractional-day recency, normalised priority, the total item order."""
 
 from __future__ import annotations
 

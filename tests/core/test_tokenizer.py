@@ -1,4 +1,4 @@
-"""Token counts of issue 2: a real offline BPE, and per-segment counts that add up exactly."""
+"""Token counts: a real offline BPE, and per-segment counts that add up exactly."""
 
 from __future__ import annotations
 

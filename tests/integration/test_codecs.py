@@ -103,7 +103,7 @@ async def test_undecodable_batch_stalls_its_partition_with_a_clear_error_not_the
     caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The crash loop of issue 10: a zstd batch read where the zstd library is missing. The
+    """A crash loop seen once: a zstd batch read where the zstd library is missing. The
     broker only stores batches it can decode itself, so the consumer's library is taken away."""
     source, sink, group = unique_topic("in"), unique_topic("out"), unique_topic("group")
     await create_input(client_kwargs, source, partitions=2)

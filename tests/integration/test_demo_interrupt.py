@@ -60,7 +60,9 @@ def test_ctrl_c_on_demo_prints_interrupted_and_the_summary_so_far_and_exits() ->
     print(f"demo exited {took:.2f} s after SIGINT")
     assert process.returncode == 130, (output, stderr)
     assert "\ninterrupted: stopping the processor, then the broker\n" in output
-    summary = re.search(r"^(\d+)/(\d+) bundles; tokens", output, re.MULTILINE)
+    summary = re.search(
+        r"^(\d+)/(\d+) bundles from \d+/\d+ events sent; tokens", output, re.MULTILINE
+    )
     assert summary is not None, output
     assert 1 <= int(summary.group(1)) < int(summary.group(2))
     assert b"Traceback" not in stderr, stderr.decode(errors="replace")

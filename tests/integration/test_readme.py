@@ -1,4 +1,9 @@
-"""Every ```sh command and ```python snippet in README.md runs as written, in document order.
+"""Every ```sh command and ```python snippet of README.md and of the docs pages runs as written,
+in document order.
+
+A page runs in a session of its own (its background blocks are stopped at its end), except the
+pages of SESSIONS, which run one after another in one session: the client guide uses the broker
+and processor the local-loop guide starts.
 
 An HTML comment on the line before a block says how: `<!-- readme-test: background ready="RE"
 done="RE" -->` starts a one-command block and waits for RE in its output (`done`: before it is
@@ -27,6 +32,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
+SESSIONS = (("docs/guides/local-loop.md", "docs/guides/client.md"),)
 # A foreground block: replay, schema, produce, the client snippet (which waits up to 30 s).
 BLOCK_TIMEOUT_S = 120.0
 # A background block's ready line: the broker starts in a second, `run` joins its group in ~3 s.
@@ -34,7 +40,7 @@ READY_TIMEOUT_S = 60.0
 # Graceful stops: `run` drains and commits, the broker takes ~2 s.
 STOP_TIMEOUT_S = 40.0
 # Skipping is the exception: each one needs a reason, and there may be only this many (today:
-# two installs, the suite twice, two benchmarks, Docker).
+# the install, the test suite twice, Docker, the docs server and the screenshots).
 MAX_SKIPPED = 8
 _FENCE = re.compile(r"^(`{3,})(\w*)\s*$")
 _MARKER = re.compile(r"^<!-- readme-test: ([\w-]+)(.*?) -->$")
@@ -43,8 +49,9 @@ _ATTRIBUTE = re.compile(r'(\w+)="([^"]*)"')
 
 @dataclass(frozen=True)
 class Block:
-    """One fenced block of README.md and the marker before it, if any."""
+    """One fenced block of a page and the marker before it, if any."""
 
+    page: str
     line: int
     language: str
     text: str
@@ -52,8 +59,12 @@ class Block:
     attributes: dict[str, str] = field(default_factory=dict)
     reason: str = ""
 
+    @property
+    def where(self) -> str:
+        return f"{self.page}:{self.line}"
 
-def readme_blocks(text: str) -> list[Block]:
+
+def readme_blocks(text: str, page: str = "README.md") -> list[Block]:
     """The fenced blocks in order; a fence closes only on its own length of backticks."""
     blocks, lines = [], text.splitlines()
     index = 0
@@ -73,6 +84,7 @@ def readme_blocks(text: str) -> list[Block]:
         rest = marker.group(2).strip() if marker else ""
         blocks.append(
             Block(
+                page=page,
                 line=start + 1,
                 language=language,
                 text="\n".join(body) + "\n",
@@ -100,11 +112,11 @@ class Background:
             while not re.search(pattern, self.output, re.MULTILINE):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or not selector.select(remaining):
-                    pytest.fail(f"README.md:{self.block.line}: no {pattern!r} in {self.output!r}")
+                    pytest.fail(f"{self.block.where}: no {pattern!r} in {self.output!r}")
                 chunk = os.read(self.process.stdout.fileno(), 65536)
                 if not chunk:
                     code = self.process.wait()
-                    pytest.fail(f"README.md:{self.block.line}: exited {code}: {self.output!r}")
+                    pytest.fail(f"{self.block.where}: exited {code}: {self.output!r}")
                 self.output += chunk.decode(errors="replace")
 
     def stop(self) -> int:
@@ -148,7 +160,7 @@ def environment() -> Iterator[dict[str, str]]:
 
 def _run(block: Block, environment: dict[str, str], tmp_path: Path) -> None:
     if block.language == "python":
-        script = tmp_path / f"readme_{block.line}.py"
+        script = tmp_path / f"snippet_{Path(block.page).stem}_{block.line}.py"
         script.write_text(block.text, encoding="utf-8")
         command = [sys.executable, str(script)]
     else:
@@ -162,34 +174,47 @@ def _run(block: Block, environment: dict[str, str], tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 0, (
-        f"README.md:{block.line} exited {done.returncode}:\n{block.text}\n"
+        f"{block.where} exited {done.returncode}:\n{block.text}\n"
         f"{done.stderr.decode(errors='replace')[-3000:]}"
     )
 
 
+def _runnable(page: str) -> list[Block]:
+    text = (REPO / page).read_text(encoding="utf-8")
+    return [b for b in readme_blocks(text, page) if b.language in ("sh", "python")]
+
+
+def _sessions() -> list[tuple[str, ...]]:
+    """README.md, then every docs page that shows a command, grouped as SESSIONS says."""
+    grouped = {page for session in SESSIONS for page in session}
+    pages = [str(p.relative_to(REPO)) for p in sorted((REPO / "docs").rglob("*.md"))]
+    alone = [(p,) for p in ["README.md", *pages] if p not in grouped and _runnable(p)]
+    return [*alone, *SESSIONS]
+
+
 def test_readme_blocks_are_parsed_with_their_markers() -> None:
-    blocks = readme_blocks(README.read_text(encoding="utf-8"))
-    runnable = [b for b in blocks if b.language in ("sh", "python")]
+    runnable = [b for session in _sessions() for page in session for b in _runnable(page)]
     skipped = [b for b in runnable if b.marker == "skip"]
-    assert len(runnable) >= 10
+    assert len(_runnable("README.md")) >= 6
     assert {b.marker for b in runnable} <= {None, "skip", "background", "needs-broker"}
-    assert all(b.reason for b in skipped), [b.line for b in skipped if not b.reason]
-    assert len(skipped) <= MAX_SKIPPED, [b.line for b in skipped]
+    assert all(b.reason for b in skipped), [b.where for b in skipped if not b.reason]
+    assert len(skipped) <= MAX_SKIPPED, [b.where for b in skipped]
     assert any(b.marker == "background" and "stream-ctx broker" in b.text for b in runnable)
 
 
+@pytest.mark.parametrize("session", _sessions(), ids=lambda pages: "+".join(pages))
 def test_readme_commands_and_snippets_run_as_written(
-    environment: dict[str, str], tmp_path: Path
+    session: tuple[str, ...], environment: dict[str, str], tmp_path: Path
 ) -> None:
     port = int(environment["STREAM_CTX_KAFKA_BOOTSTRAP_SERVERS"].rpartition(":")[2])
-    blocks = readme_blocks(README.read_text(encoding="utf-8"))
+    blocks = [block for page in session for block in _runnable(page)]
     running: list[Background] = []
     try:
         for block in blocks:
-            if block.language not in ("sh", "python") or block.marker == "skip":
+            if block.marker == "skip":
                 continue
             if block.marker == "needs-broker":
-                assert _answers(port), f"README.md:{block.line} needs a broker started above it"
+                assert _answers(port), f"{block.where} needs a broker started above it"
             if block.marker == "background":
                 (command_line,) = block.text.strip().splitlines()
                 process = subprocess.Popen(
@@ -208,9 +233,9 @@ def test_readme_commands_and_snippets_run_as_written(
             if "done" in background.block.attributes:
                 background.wait_for(background.block.attributes["done"], READY_TIMEOUT_S)
     finally:
-        statuses = [(b.block.line, b.stop(), b.output) for b in reversed(running)]
-    for line, status, output in statuses:
-        assert status == 0, f"README.md:{line} exited {status} on SIGINT: {output[-3000:]}"
+        statuses = [(b.block.where, b.stop(), b.output) for b in reversed(running)]
+    for where, status, output in statuses:
+        assert status == 0, f"{where} exited {status} on SIGINT: {output[-3000:]}"
 
 
 def test_readme_demo_prints_every_bundle(environment: dict[str, str]) -> None:
@@ -224,3 +249,6 @@ def test_readme_demo_prints_every_bundle(environment: dict[str, str]) -> None:
     found = re.search(r"^(\d+)/(\d+) bundles", done.stdout, re.MULTILINE)
     assert found, done.stdout[-2000:]
     assert found.group(1) == found.group(2)
+    sent = re.search(r"from (\d+)/(\d+) events sent", done.stdout)
+    assert sent, done.stdout[-2000:]
+    assert sent.group(1) == sent.group(2), "the demo stopped before its last events were sent"

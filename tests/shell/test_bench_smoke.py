@@ -62,9 +62,9 @@ def test_quick_suite_writes_results_table_and_chart(tmp_path: Path) -> None:
     assert len(results["targets"]) == 6
     assert all({"target", "measured", "met"} <= t.keys() for t in results["targets"])
     assert [lv["fraction_of_max"] for lv in results["latency"]["levels"]] == [0.25, 0.5, 0.75]
-    assert (tmp_path / "benchmark.png").read_bytes().startswith(PNG_MAGIC)
-    page = (tmp_path / "benchmarks.md").read_text()
-    assert "## Targets (issue #11)" in page
+    assert (tmp_path / "suite.png").read_bytes().startswith(PNG_MAGIC)
+    page = (tmp_path / "suite.md").read_text()
+    assert "## Targets" in page
     assert "### Settings behind these figures" in page
     assert page.count("| stream-ctx Runner |") == 2
     assert done.stdout.count("| stream-ctx Runner |") == 2

@@ -578,15 +578,16 @@ def test_check_catches(breakage: Breakage, code_imports: CodeImports) -> None:
         breakage.check(broken, code_imports)
 
 
-def test_readme_compose_commands_name_real_services_config_and_host_listener() -> None:
-    files, readme = DeployFiles.read(), (REPO / "README.md").read_text(encoding="utf-8")
+def test_docs_compose_commands_name_real_services_config_and_host_listener() -> None:
+    page = REPO / "docs" / "operations" / "docker.md"
+    files, readme = DeployFiles.read(), page.read_text(encoding="utf-8")
     execs = re.findall(
         r"^docker compose -f docker/compose.yaml exec (?:-T )?(\S+) (.*)$", readme, re.M
     )
     assert {"produce", "tail"} <= {words.split()[1] for _, words in execs}, execs
     config = _command(files)[_command(files).index("--config") + 1]
     for service, words in execs:
-        assert service in files.services(), f"README execs into unknown service {service!r}"
+        assert service in files.services(), f"{page.name} execs into unknown service {service!r}"
         assert _flags(shlex.split(words))["--config"] == [config], words
     host_side = re.findall(
         r"^STREAM_CTX_KAFKA_BOOTSTRAP_SERVERS=(\S+) \S+ (produce|tail)", readme, re.M

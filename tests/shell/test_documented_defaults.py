@@ -1,4 +1,4 @@
-"""docs/benchmarks.md's settings table against the code: a moved default means a stale page.
+"""docs/benchmarks/suite.md's settings table against the code: a moved default means a stale page.
 
 The benchmark report writes the table from the settings types and the core's limits; this test
 reads it back, so a default changed in code without regenerating the page (or a value typed into
@@ -15,7 +15,7 @@ import pytest
 
 from stream_ctx.shell.settings import config_keys
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "docs" / "benchmarks.md"
+BENCHMARKS = Path(__file__).resolve().parents[2] / "docs" / "benchmarks" / "suite.md"
 _HEADING = "### Settings behind these figures"
 
 
@@ -48,7 +48,8 @@ def test_benchmarks_page_has_a_settings_table() -> None:
 def test_benchmarks_page_default_is_the_codes(name: str) -> None:
     documented = _documented()[name]
     assert documented == _code_default(name), (
-        f"docs/benchmarks.md says {documented!r} for `{name}`, the code {_code_default(name)!r}:"
+        f"docs/benchmarks/suite.md says {documented!r} for `{name}`,"
+        f" the code {_code_default(name)!r}:"
         " regenerate it with `python benchmarks/suite.py`"
     )
 

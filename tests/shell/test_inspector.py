@@ -17,7 +17,9 @@ from stream_ctx.core.events import Event
 from stream_ctx.core.processor import ContextProcessor
 from stream_ctx.errors import ConfigError
 from stream_ctx.shell.inspector.history import History
+from stream_ctx.shell.inspector.overview import Series, Totals
 from stream_ctx.shell.inspector.routes import Inspector, required_token
+from stream_ctx.shell.inspector.views import live_figures
 from stream_ctx.shell.metrics import Health, Metrics
 from stream_ctx.shell.web import http_app, run_http_server
 from tests.factories import make_finalize, make_item, make_retrieval
@@ -205,3 +207,12 @@ def test_history_keeps_only_the_last_events_bundles_and_conversations() -> None:
     assert len(kept.timeline) == 3
     assert [c.conversation_id for c in history.recent(limit=10)] == ["conv-2", "conv-1"]
     assert [c.conversation_id for c in history.recent(containing="1", limit=10)] == ["conv-1"]
+
+
+def test_tokens_saved_per_second_is_the_rate_since_the_last_sample_not_the_total() -> None:
+    series = Series()
+    series.sample(Totals(tokens_naive=10_000, tokens_bundle=4_000), now_s=100.0)
+    series.sample(Totals(tokens_naive=10_600, tokens_bundle=4_200), now_s=102.0)
+    figures = live_figures(Totals(tokens_naive=10_600, tokens_bundle=4_200), series)
+    assert figures["saved_per_s"] == 200.0  # (6,400 - 6,000) saved over 2 s
+    assert figures["tokens_saved"] == 6_400

@@ -121,6 +121,7 @@ def live_figures(totals: Totals, series: Series) -> dict[str, object]:
     return {
         "events_per_s": round(series.latest(series.events_per_s), 1),
         "bundles_per_s": round(series.latest(series.bundles_per_s), 1),
+        "saved_per_s": round(series.latest(series.saved_per_s), 1),
         "events": int(totals.events),
         "bundles": int(totals.bundles),
         "held": int(totals.held),
