@@ -29,6 +29,8 @@ _MIN_SAVED_TOKENS = 6
 _MAX_CANDIDATES = 8
 # A text shares at least this much of its characters with an earlier one to be tried as a diff.
 _MIN_DIFF_SHARE = 0.5
+# A text's first unit is looked for in earlier texts when it holds this many words.
+_MIN_LEAD_WORDS = 3
 # How many units a passage may lose at either end to find quotable first and last lines.
 _MAX_NARROWED = 3
 # A rerun reads best as its changes: a diff is written while it costs at most this many times
@@ -129,8 +131,8 @@ class _Finder:
         written = 0
         i = 0
         while i < len(units):
-            found = None
-            if marks[i]:
+            found = self._continuation(n, text, units, starts) if i == 0 else None
+            if found is None and marks[i]:
                 found = self._reference(n, text, units, starts, i, written)
             if found is None:
                 if marks[i]:
@@ -149,6 +151,37 @@ class _Finder:
         if written < len(text):
             pieces.append(text[written:])
         return _joined_literals(pieces)
+
+    def _continuation(
+        self, n: int, text: str, units: list[str], starts: list[int]
+    ) -> tuple[Ref, int, int, int] | None:
+        """The reference for a text that starts where an earlier one goes on (an overlapping
+        chunk): its first unit, maybe the end of a sentence or line, found in the nearest
+        earlier text at a word's start, and the whole units after it that follow it there."""
+        first = units[0]
+        if len(first.split(None, _MIN_LEAD_WORDS)) < _MIN_LEAD_WORDS:
+            return None
+        best: tuple[int, int] | None = None
+        words = first.rstrip()
+        for k in range(n - 1, -1, -1):
+            source = self.texts[k]
+            at = source.find(words)
+            if at < 0 or not _is_word_start(source, at, first):
+                continue
+            pos, size = at + len(first), 1
+            if source.startswith(first, at):  # the units after it may follow it there too
+                while size < len(units) and source.startswith(units[size], pos):
+                    pos, size = pos + len(units[size]), size + 1
+            if best is None or size > best[1]:
+                best = k, size
+        if best is None:
+            return None
+        k, size = best
+        for first_at, last_at in _narrowed(starts, 0, starts[size]):
+            found = self._quoted(n, k, text, first_at, last_at)
+            if found is not None:
+                return (*found, size)
+        return None
 
     def _reference(
         self, n: int, text: str, units: list[str], starts: list[int], i: int, written: int
