@@ -26,7 +26,9 @@ from playwright.async_api import BrowserContext, ConsoleMessage, Page, async_pla
 from stream_ctx.core.config import BundleConfig
 from stream_ctx.core.events import Event, Finalize
 from stream_ctx.core.processor import ContextProcessor
+from stream_ctx.core.reader import read_references
 from stream_ctx.shell.broker import EmbeddedBroker
+from stream_ctx.shell.inspector.views import split_entries
 from stream_ctx.workload import WorkloadShape, generate
 from tests.integration.kafka_io import (
     cli_command,
@@ -259,28 +261,35 @@ async def test_conversations_list_searches_by_id(run: Live, page: Page, screensh
     assert await visible.first.get_attribute("data-id") == "c-00002"
 
 
-async def test_bundle_page_links_a_reference_to_its_block_and_back(
+async def test_bundle_page_shows_what_a_reference_stands_for(
     run: Live, page: Page, screenshots: Path
 ) -> None:
     cid, seq = run.shared
     await _open(page, f"{run.base}/inspect/c/{cid}")
     await page.click(f"#bundles a[href$='/b/{seq}']")
     await page.wait_for_selector("#context")
-    reference = page.locator("a.ref.shared").first
-    block_id = await reference.inner_text()
-    await reference.click()
-    assert page.url.endswith(f"#block-{block_id}")
-    block = page.locator(f"#block-{block_id}")
-    assert await block.is_visible()
-    assert await block.locator("pre").inner_text()  # the text the reference stands for
-    back = block.locator("a.backref").first
-    target = (await back.get_attribute("href") or "").removeprefix("#")
-    await back.click()
-    assert await page.locator(f"[id='{target}']").inner_text() == block_id
+    context = await page.locator("#context").text_content()
+    assert context is not None
+    references = read_references(context)
+    assert references, "this bundle's items share a passage"
+    marks = page.locator("#context mark.ref")
+    assert await marks.count() == len(references)
+    box = page.locator("#stands-for")
+    for n in (0, len(references) - 1):
+        assert await marks.nth(n).text_content() == context[references[n].start : references[n].end]
+        await marks.nth(n).hover()
+        await box.wait_for(state="visible")
+        assert await box.locator("pre").text_content() == references[n].text
+        assert f"§{references[n].number}" in await box.locator(".stands-for-head").inner_text()
+        await page.mouse.move(0, 0)
+        await box.wait_for(state="hidden")
+    assert await page.locator("#costs tbody tr").count() == len(split_entries(context))
     assert int(await page.inner_text("#tokens-bundle")) <= int(
         await page.inner_text("#tokens-naive")
     )
     await page.evaluate("window.scrollTo(0, 0)")
+    await marks.first.hover()  # the shot shows a reference and the text it stands for
+    await box.wait_for(state="visible")
     await page.screenshot(path=screenshots / "inspector-bundle.png")
 
 

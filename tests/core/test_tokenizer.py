@@ -132,7 +132,7 @@ _line = st.tuples(
 _header = st.tuples(
     st.sampled_from(["[", "§"]),
     st.integers(1, 120),
-    st.sampled_from([" ", " '", ' "', " 1", " \u0301", " [", " (", " ~", " «"]),
+    st.sampled_from([" ", " '", ' "', " 1", " \u0301", " [", " (", " ~", " «", ' "…"']),
     _body,
     _end,
 ).map(lambda p: [f"{p[0]}{p[1]}" + ("]" if p[0] == "[" else ""), "".join(p[2:]) + "\n"])
@@ -153,7 +153,8 @@ def test_count_is_additive_over_any_segments_of_the_render_shape(
     "texts",
     [
         ["§1", " a (chunk)\n  leading spaces\n", "§2", " b (chunk)\n\ttab\n"],
-        ["§1", " a (chunk)\ntrailing spaces   \n", "§22", " ~b ^1\n«1:0+3»\n"],
+        ["§1", " a (chunk)\ntrailing spaces   \n", "§22", ' ~b ^1\n[§1 "trailing"…"spaces"]\n'],
+        ["§1", " a (chunk)\nx\n", "§2", " b ^1\n[§1 with changes:]\n@@\n-x\n+y\n"],
         ["[1]", " a (chunk)\n\n\n\n", "[2]", " b (chunk)\r\n\r\n"],
         ["[1]", " a (x)\n\u00a0\u3000\u2028\n", "[2]", " <|endoftext|> (x)\n\n"],
         ["[1]", " a (chunk)\nends with a CR\r\n", "[12]", " \\[3] (chunk)\n\n"],

@@ -4,22 +4,31 @@ from __future__ import annotations
 
 import http.client
 import json
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
+from html import unescape
 
 import anyio
 import pytest
+from markupsafe import escape
 
 from stream_ctx.core.accumulator import RankedItem
 from stream_ctx.core.config import BundleConfig
 from stream_ctx.core.events import Event
 from stream_ctx.core.processor import ContextProcessor
+from stream_ctx.core.reader import Reference, read_context, read_references
 from stream_ctx.errors import ConfigError
 from stream_ctx.shell.inspector.history import History
 from stream_ctx.shell.inspector.overview import Series, Totals
 from stream_ctx.shell.inspector.routes import Inspector, required_token
-from stream_ctx.shell.inspector.views import live_figures
+from stream_ctx.shell.inspector.views import (
+    bundle_view,
+    context_pieces,
+    live_figures,
+    split_entries,
+)
 from stream_ctx.shell.metrics import Health, Metrics
 from stream_ctx.shell.web import http_app, run_http_server
 from tests.factories import make_finalize, make_item, make_retrieval
@@ -113,7 +122,7 @@ async def test_conversation_page_shows_the_eviction_by_whom_and_the_rejection_re
     assert '<tr data-item="it-4">' in page
 
 
-async def test_bundle_page_links_each_shared_block_use_to_its_block_and_back() -> None:
+async def test_bundle_page_opens_with_the_context_each_reference_marked_then_the_costs() -> None:
     with anyio.fail_after(_TEST_TIMEOUT_S):
         async with inspecting() as (port, history):
             conv = history.get("c-1")
@@ -121,16 +130,71 @@ async def test_bundle_page_links_each_shared_block_use_to_its_block_and_back() -
             bundle = conv.bundles[0]
             status, _, page = await get(port, f"/inspect/c/c-1/b/{bundle.seq}")
     assert status == 200
-    uses: dict[str, int] = {}
-    for item in bundle.items:
-        for block_id in item.blocks:
-            uses[block_id] = uses.get(block_id, 0) + 1
-    shared = [block_id for block_id, n in uses.items() if n > 1]
-    assert shared, "the workload shares a sentence between items"
-    for block_id in shared:
-        assert f'href="#block-{block_id}"' in page
-        assert f'id="block-{block_id}"' in page
-    assert 'class="backref" href="#ref-' in page
+    references = read_references(bundle.context)
+    assert references, "the workload shares a passage between items"
+    for ref in references:
+        written = escape(bundle.context[ref.start : ref.end])
+        assert f'data-names="{ref.number}" title="{escape(ref.text)}">{written}</mark>' in page
+    shown = re.search(r'<pre class="context" id="context">(.*?)</pre>', page, re.DOTALL)
+    assert shown is not None
+    assert unescape(re.sub(r"<[^>]*>", "", shown.group(1))) == bundle.context
+    assert page.index('id="context"') < page.index('id="costs"') < page.index('id="tokens-naive"')
+    rows = re.findall(r'<tr data-entry="(\d+)"><td><a href="#entry-\d+">§\d+</a></td>', page)
+    assert rows == [str(n) for n in range(1, len(bundle.items) + 1)]
+    assert "block-" not in page and "Shared blocks" not in page
+
+
+def test_split_entries_cuts_at_leads_and_not_at_escaped_look_alikes() -> None:
+    context = 'Still applies: §1 (bundle 1)\n§2 a (doc)\n\\§9 x\n§3 b ^2\n[§2 "x"…"x"] y\n'
+    entries = split_entries(context)
+    assert [(e.number, context[e.start : e.end]) for e in entries] == [
+        (2, "§2 a (doc)\n\\§9 x\n"),
+        (3, '§3 b ^2\n[§2 "x"…"x"] y\n'),
+    ]
+    reference = Reference(context.index("[§2"), context.index("] y") + 1, 2, "x")
+    pieces = context_pieces(context, [reference], entries)
+    assert "".join(piece.text for piece in pieces) == context
+    assert [(p.text, p.stands_for, p.names) for p in pieces if p.stands_for] == [
+        ('[§2 "x"…"x"]', "x", 2)
+    ]
+    assert [p.entry for p in pieces if p.entry is not None] == [2, 3]
+    assert split_entries("") == []
+
+
+def test_bundle_view_costs_add_up_to_the_bundles_naive_and_sent_tokens() -> None:
+    history = History(max_events=50, max_bundles=3)
+    _Run(history)
+    conv = history.get("c-1")
+    assert conv is not None
+    bundle = conv.bundles[0]
+    view = bundle_view(bundle)
+    assert view.note is None
+    read = read_context(bundle.context)
+    assert [cost.item_id for cost in view.costs] == [item.id for item in read]
+    assert sum(cost.tokens_naive or 0 for cost in view.costs) == bundle.stats.tokens_naive
+    assert sum(cost.tokens_here for cost in view.costs) == bundle.stats.tokens_bundle
+    assert [(p.names, p.stands_for) for p in view.pieces if p.stands_for is not None] == [
+        (ref.number, ref.text) for ref in read_references(bundle.context)
+    ]
+
+
+def test_a_delta_bundle_is_shown_as_written_with_a_note() -> None:
+    processor = ContextProcessor(BundleConfig(mode="delta"))
+    events: list[Event] = [
+        make_retrieval(items=[make_item(id="doc:chapter-1:1", content=_SHARED + "One.")]),
+        make_finalize(),
+        make_retrieval(items=[make_item(id="doc:chapter-1:2", content=_SHARED + "Two.")]),
+        make_finalize(),
+    ]
+    bundles = [processor.apply(event, position=n) for n, event in enumerate(events)]
+    delta = bundles[-1]
+    assert delta is not None and delta.mode == "delta"
+    view = bundle_view(delta)
+    assert view.note is not None and "earlier bundles" in view.note
+    assert all(piece.stands_for is None for piece in view.pieces)
+    assert "".join(piece.text for piece in view.pieces) == delta.context
+    assert [(cost.number, cost.item_id) for cost in view.costs] == [(2, "doc:chapter-1:2")]
+    assert view.costs[0].tokens_naive is not None
 
 
 async def test_skipped_for_budget_items_enter_the_timeline() -> None:

@@ -24,7 +24,7 @@ from stream_ctx.errors import ConfigError
 from stream_ctx.shell.inspector.history import History
 from stream_ctx.shell.inspector.overview import Series, read_totals
 from stream_ctx.shell.inspector.views import (
-    bundle_breakdown,
+    bundle_view,
     conversation_summary,
     live_figures,
     saved_fraction,
@@ -160,13 +160,11 @@ def inspector_routes(inspector: Inspector, *, token: str | None) -> list[BaseRou
         if found is None:
             what = f"bundle {cid}:{seq} (only the last ones are kept)"
             return page("missing.html", what=what, status=404)
-        costs, shared = bundle_breakdown(found)
         stats = found.stats
         return page(
             "bundle.html",
             bundle=found,
-            costs=costs,
-            shared=shared,
+            view=bundle_view(found),
             saved=saved_fraction(stats.tokens_naive, stats.tokens_bundle),
         )
 

@@ -70,6 +70,36 @@ function filterList() {
   });
 }
 
+// A reference's text moves from its title (shown without script) to a box placed under it.
+function showReferences() {
+  const box = document.getElementById("stands-for");
+  if (!box) return;
+  const refs = document.querySelectorAll("mark.ref[title]");
+  for (const mark of refs) {
+    mark.dataset.standsFor = mark.title;
+    mark.removeAttribute("title");
+  }
+  const show = (mark) => {
+    box.querySelector(".stands-for-head").textContent = `stands for, from item §${mark.dataset.names}:`;
+    box.querySelector("pre").textContent = mark.dataset.standsFor;
+    const at = mark.getBoundingClientRect();
+    box.style.left = `${Math.max(0, at.left + window.scrollX)}px`;
+    box.style.top = `${at.bottom + window.scrollY + 4}px`;
+    box.hidden = false;
+  };
+  const hide = (event) => {
+    if (!box.contains(event.relatedTarget)) box.hidden = true;
+  };
+  for (const mark of refs) {
+    mark.addEventListener("mouseenter", () => show(mark));
+    mark.addEventListener("focus", () => show(mark));
+    mark.addEventListener("mouseleave", hide);
+    mark.addEventListener("blur", hide);
+  }
+  box.addEventListener("mouseleave", () => { box.hidden = true; });
+}
+
 showTimes(document);
+showReferences();
 filterList();
 connect();
