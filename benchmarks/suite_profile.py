@@ -25,7 +25,6 @@ _RULES: tuple[tuple[str, str, str], ...] = (
     ("stream_ctx/core/accumulator.py", "add", "accumulate"),
     ("stream_ctx/core/dag.py", "*", "dedup"),
     ("stream_ctx/core/repeats.py", "*", "dedup"),
-    ("/pydivsufsort/", "*", "dedup"),
     ("stream_ctx/core/tokenizer.py", "*", "tokenize"),
     ("/tiktoken/", "*", "tokenize"),
     ("stream_ctx/core/render.py", "*", "render"),

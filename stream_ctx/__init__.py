@@ -1,12 +1,5 @@
 """stream-ctx: retrieval events in, small, lossless, token-counted prompt context out."""
 
-import os
-
-# libdivsufsort (the core's suffix arrays) sorts with OpenMP threads; for one bundle's text their
-# hand-offs cost more than the sort, and on a busy 2-core box a lot more (median 0.9 ms -> 6 ms
-# for 20 KB). One thread unless the user chose otherwise; read when the library loads.
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-
 from stream_ctx.core.accumulator import AddResult, BundleAccumulator, ContextItem, RankedItem
 from stream_ctx.core.assembler import Assembly, DagContextAssembler
 from stream_ctx.core.bundle import Bundle, BundleItem, BundleStats

@@ -80,7 +80,7 @@ def test_ids_and_sources_abbreviated_by_their_stem_read_back_exactly() -> None:
     ]
     plans = plan_texts([item.content for item in items])
     context = "".join(text for _, text in render_lean(items, plans))
-    assert context.startswith('§1 docs/guide.md#1 (chunk) source=~\n')
+    assert context.startswith("§1 docs/guide.md#1 (chunk) source=~\n")
     assert "\n§2 ~2 ^1\n" in context
     read = read_context(context)
     assert [(r.id, r.attributes) for r in read] == [(i.id, i.attributes) for i in items]

@@ -12,7 +12,6 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from benchmarks.repeat_check import repeated_stretches
 from stream_ctx.core.accumulator import ContextItem
 from stream_ctx.core.config import BundleConfig
 from stream_ctx.core.events import RenderOrder, RetrievedItem
@@ -411,13 +410,6 @@ def test_bundle_lists_shared_attributes_with_their_holders() -> None:
     ]
 
 
-def test_repeat_check_finds_what_the_rule_forbids() -> None:
-    stretch = "when a key rotates, clients must"
-    assert stretch in repeated_stretches(f"x{stretch}y{stretch}z")
-    assert repeated_stretches(f"x{stretch[:-1]}y{stretch[:-1]}z") == []
-    assert repeated_stretches("= " * 40) == []
-
-
 @pytest.mark.parametrize(
     ("order", "expected"),
     [
@@ -518,7 +510,7 @@ def test_new_metadata_is_written_in_full_then_as_changes_to_a_base_item() -> Non
     bundle = processor.apply(make_finalize(), position=2)
     assert bundle is not None
     assert bundle.context == (
-        f'§1 {source}:1 (chunk) source=~ team=platform services region=europe-west'
+        f"§1 {source}:1 (chunk) source=~ team=platform services region=europe-west"
         f" lang={fresh} owner=core #auth #billing #search #{fresh}\nfirst text\n"
         f"§2 ~2 ^1 lang=go -owner -#{fresh} #{fresh}-2\nsecond text\n"
     )
