@@ -53,7 +53,8 @@ def find_passage(source: str, head: str, tail: str) -> str | None:
 def choose_quotes(source: str, passage: str) -> tuple[str, str, int] | None:
     """The fewest first and last words of `passage` whose search in `source` finds it, and where
     it is found; None when the passage starts or ends with a blank, or no quotes within its
-    first and last line find it."""
+    first and last line find it, or a letter, digit or underscore stands just before or after
+    the place they find (it would start or end inside a word there)."""
     if not passage or passage[0].isspace() or passage[-1].isspace():
         return None
     first_line_end = passage.find("\n")
@@ -62,6 +63,10 @@ def choose_quotes(source: str, passage: str) -> tuple[str, str, int] | None:
     for head in _heads(first_line):
         start = source.find(head)
         if source.startswith(passage, start):
+            end = start + len(passage)
+            around = source[max(start - 1, 0) : start] + source[end : end + 1]
+            if any(char.isalnum() or char == "_" for char in around):
+                return None  # inside a word there, where every longer head finds it too
             return _tail_for(source, passage, start, head, last_line)
     return None
 

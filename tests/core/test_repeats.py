@@ -103,3 +103,21 @@ def test_a_rerun_with_a_few_changed_lines_becomes_a_diff() -> None:
     context = _context([config, rerun])
     assert context.endswith(f"§2 i1 ^1\n[§1 with changes:]\n{plan.hunks}\n")
     assert [item.content for item in read_context(context)] == [config, rerun]
+
+
+def test_a_passage_found_first_inside_a_word_of_its_source_is_written_out() -> None:
+    # Quotes find the first place: here the line's first words stand first in `xthe`.
+    line = "the cache rejects expired tokens under load, by far the most often of all the errors\n"
+    text = "intro line here\n" + line + "more words to end it\n"
+    assert plan_texts(["x" + line + line, text])[1] == TextPlan([text])
+
+
+def test_a_chunk_that_ends_inside_a_word_is_referenced_up_to_its_last_whole_line() -> None:
+    # A chunk cut between words at its start and inside a word at its end.
+    doc = "".join(f"Line {n} tells how the cache rejects expired tokens, {n}.\n" for n in range(12))
+    start = doc.index("how", doc.index("Line 3"))
+    end = doc.index("expired", doc.index("Line 8")) + 4
+    chunk = doc[start:end]
+    ref, rest = plan_texts([doc, chunk])[1].pieces
+    assert isinstance(ref, Ref) and (ref.start, ref.tail) == (start, "tokens, 7.")
+    assert rest == "\nLine 8 tells how the cache rejects expi"
