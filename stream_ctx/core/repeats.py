@@ -19,12 +19,15 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from stream_ctx.core.quotes import choose_quotes, rough_tokens, unit_ends
-from stream_ctx.core.rerun import diff_hunks, equal_runs
+from stream_ctx.core.rerun import rerun
 
 # A passage shorter than this is written out: looking it up would cost the reader more.
 _MIN_PASSAGE_CHARS = 24
 # A reference must save at least this many tokens (roughly counted) over the passage.
 _MIN_SAVED_TOKENS = 6
+# A passage this many times as long as its reference is taken without pricing it: text of that
+# length costs far more than its reference (about 4 characters a token in prose and code).
+_SURELY_WORTH = 8
 # Only this many earlier places of a unit are tried as the start of a run (the latest ones).
 _MAX_CANDIDATES = 8
 # A text shares at least this much of its characters with an earlier one to be tried as a diff.
@@ -284,19 +287,19 @@ def split_units(text: str) -> Units:
 
 
 def _diff_plan(base: int, old: str, new: str) -> TextPlan | None:
-    hunks = diff_hunks(old, new)
-    if hunks is None:
+    found = rerun(old, new)
+    if found is None:
         return None
     pieces: list[Piece] = []
     written = 0
-    for old_start, new_start, length in equal_runs(old, new):
+    for old_start, new_start, length in found.kept:
         if new_start > written:
             pieces.append(new[written:new_start])
         pieces.append(Ref(base, old_start, length))
         written = new_start + length
     if written < len(new):
         pieces.append(new[written:])
-    return TextPlan(pieces, base, hunks)
+    return TextPlan(pieces, base, found.hunks)
 
 
 def _cost(plan: TextPlan) -> int:
@@ -315,8 +318,10 @@ def _ref_tokens(ref: Ref) -> int:
 
 def _is_worth(k: int, passage: str, head: str, tail: str) -> bool:
     """Whether a reference saves enough tokens over writing `passage` out."""
-    quoted = rough_tokens(f'[§{k + 1} "{head}"…"{tail}"]' if head else f"[§{k + 1}]")
-    return rough_tokens(passage) - quoted >= _MIN_SAVED_TOKENS
+    written = f'[§{k + 1} "{head}"…"{tail}"]' if head else f"[§{k + 1}]"
+    if len(passage) >= _SURELY_WORTH * len(written):
+        return True
+    return rough_tokens(passage) - rough_tokens(written) >= _MIN_SAVED_TOKENS
 
 
 def _is_significant(unit: str) -> bool:

@@ -9,7 +9,9 @@ together in the earlier text, and replaced by its kept and added lines.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from functools import lru_cache
 
 HUNK_LEAD = "@@"
 # Unchanged lines around each change, tried in turn until every hunk is found where it belongs.
@@ -20,42 +22,59 @@ class HunkError(ValueError):
     """Hunks that do not apply to the text they were written against."""
 
 
-def diff_hunks(old: str, new: str) -> str | None:
+@dataclass(frozen=True, slots=True)
+class Rerun:
+    """A text as hunks against an earlier one, and the runs of whole lines it keeps from it:
+    (start in the earlier text, start in this one, length), in characters, in order."""
+
+    hunks: str
+    kept: tuple[tuple[int, int, int], ...]
+
+
+@lru_cache(maxsize=1 << 10)
+def rerun(old: str, new: str) -> Rerun | None:
     """`new` as hunks against `old` (lines joined by newlines), or None when no hunks with up
-    to three unchanged lines around each change apply back to `new`."""
+    to three unchanged lines around each change apply back to `new`. A window's reruns meet
+    again at every finalize of their conversation, hence the memo."""
     before, after = old.split("\n"), new.split("\n")
     matcher = difflib.SequenceMatcher(None, before, after, autojunk=False)
     for context in _CONTEXTS:
-        lines: list[str] = []
-        for group in matcher.get_grouped_opcodes(context):
-            lines.append(HUNK_LEAD)
-            for tag, i1, i2, j1, j2 in group:
-                if tag == "equal":
-                    lines += [" " + line for line in before[i1:i2]]
-                    continue
-                lines += ["-" + line for line in before[i1:i2]]
-                lines += ["+" + line for line in after[j1:j2]]
-        hunks = "\n".join(lines)
+        hunks = "\n".join(_hunk_lines(matcher.get_grouped_opcodes(context), before, after))
         try:
             if apply_hunks(old, hunks) == new:
-                return hunks
+                return Rerun(hunks, tuple(_kept(matcher, before, after, len(old), len(new))))
         except HunkError:
             continue
     return None
 
 
-def equal_runs(old: str, new: str) -> Iterator[tuple[int, int, int]]:
-    """The runs of whole lines `new` keeps from `old`: (start in old, start in new, length),
-    in characters, in order; none empty (the empty line after both texts' last newline)."""
-    before, after = old.split("\n"), new.split("\n")
-    matcher = difflib.SequenceMatcher(None, before, after, autojunk=False)
+def _hunk_lines(
+    groups: Iterable[list[tuple[str, int, int, int, int]]], before: list[str], after: list[str]
+) -> Iterator[str]:
+    for group in groups:
+        yield HUNK_LEAD
+        for tag, i1, i2, j1, j2 in group:
+            if tag == "equal":
+                yield from (" " + line for line in before[i1:i2])
+                continue
+            yield from ("-" + line for line in before[i1:i2])
+            yield from ("+" + line for line in after[j1:j2])
+
+
+def _kept(
+    matcher: difflib.SequenceMatcher[str],
+    before: list[str],
+    after: list[str],
+    old_size: int,
+    new_size: int,
+) -> Iterator[tuple[int, int, int]]:
     old_starts, new_starts = _line_starts(before), _line_starts(after)
     for i, j, size in matcher.get_matching_blocks():
-        old_end = min(old_starts[i + size], len(old))
-        new_end = min(new_starts[j + size], len(new))
-        length = min(old_end - old_starts[i], new_end - new_starts[j])
-        if size and length:
-            yield old_starts[i], new_starts[j], length
+        start, at = old_starts[i], new_starts[j]
+        length = min(min(old_starts[i + size], old_size) - start, new_size - at)
+        length = min(length, new_starts[j + size] - at)
+        if length > 0:
+            yield start, at, length
 
 
 def apply_hunks(old: str, hunks: str) -> str:
