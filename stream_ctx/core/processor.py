@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-
-import msgspec
+from dataclasses import dataclass
 
 from stream_ctx.core.accumulator import (
     AddResult,
@@ -21,66 +19,20 @@ from stream_ctx.core.accumulator import (
     RankedItem,
     WindowCounters,
 )
-from stream_ctx.core.assembler import Assembly, DagContextAssembler
-from stream_ctx.core.bundle import Bundle, BundleItem, BundleStats
+from stream_ctx.core.bundle import Bundle
+from stream_ctx.core.changes import ConversationChange, ConversationState, ItemKey, Restored
 from stream_ctx.core.config import BundleConfig
-from stream_ctx.core.delta import (
-    Delta,
-    SentState,
-    pack_sent,
-    plan_delta,
-    sent_after,
-    unpack_sent,
-)
+from stream_ctx.core.delta import SentState, pack_sent, unpack_sent
 from stream_ctx.core.events import End, Event, Finalize, Retrieval
-from stream_ctx.core.prefix import pack_context, tokens_prefix_reused
+from stream_ctx.core.finalize import Conversation, Finalized, finalize
+from stream_ctx.core.prefix import pack_context
 from stream_ctx.core.tokenizer import Tokenizer, get_tokenizer
 from stream_ctx.errors import ConversationReleasedError
 
+__all__ = ("ContextProcessor", "ItemEvent", "ItemOutcomes")
+
 # How many restored, untouched conversations one idle sweep loads to check them.
 _DORMANT_LOADS_PER_SWEEP = 10_000
-
-ItemKey = tuple[str, int]
-"""An item's changelog identity: (item id, revision)."""
-
-
-class ConversationState(msgspec.Struct, kw_only=True):
-    """What is persisted per conversation besides its items; `window` lists their keys."""
-
-    counters: WindowCounters
-    last_ts: int
-    position: int
-    window: list[ItemKey] = msgspec.field(default_factory=list)
-    is_ended: bool = False
-    # What the last bundle holds as the platform's history numbers it (for delta bundles).
-    sent: SentState | None = None
-
-
-Restored = tuple[ConversationState, list[ContextItem], bytes | None]
-"""A persisted conversation: its state, its items (window order), its last packed context."""
-
-
-@dataclass(slots=True)
-class ConversationChange:
-    """What one conversation's changelog must record: item puts, then state, then drops."""
-
-    conversation_id: str
-    state: ConversationState
-    put: dict[ItemKey, ContextItem] = field(default_factory=dict)
-    dropped: set[ItemKey] = field(default_factory=set)
-    # The last bundle's packed context, keyed by its seq (for tokens_prefix_reused).
-    contexts_put: dict[int, bytes] = field(default_factory=dict)
-    contexts_dropped: set[int] = field(default_factory=set)
-
-    def drop(self, key: ItemKey) -> None:
-        """An item version is gone: unwrite it if written in this batch, else tombstone it."""
-        if self.put.pop(key, None) is None:
-            self.dropped.add(key)
-
-    def drop_context(self, seq: int) -> None:
-        """A kept context is superseded: unwrite it if written in this batch, else tombstone it."""
-        if self.contexts_put.pop(seq, None) is None:
-            self.contexts_dropped.add(seq)
 
 
 @dataclass(slots=True)
@@ -202,8 +154,8 @@ class ContextProcessor:
         if isinstance(event, Retrieval):
             self._add(conv.window, event, position, change)
             return None
-        bundle, full_context = self._finalize(cid, conv, event)
-        packed = pack_context(full_context)
+        done = self._finalize(cid, conv, event)
+        bundle, packed = done.bundle, pack_context(done.full_context)
         if change is not None:
             if conv.previous_context is not None:
                 change.drop_context(bundle.seq - 1)
@@ -334,100 +286,18 @@ class ContextProcessor:
                 change.drop((result.evicted.id, result.evicted.revision))
             change.put[(offered.id, position)] = window.items[offered.id]
 
-    def _finalize(self, cid: str, conv: _Conversation, event: Finalize) -> tuple[Bundle, str]:
-        """The bundle, and the full context (prefix reuse is counted against it next time)."""
-        window = conv.window
-        window.counters.seq += 1
-        ranked = window.ranked(now_ms=event.ts)
-        budget = event.max_tokens if event.max_tokens is not None else self.config.max_tokens
-        order = event.order or self.config.order
-        assembly = DagContextAssembler(self.tokenizer).assemble(
-            ranked, max_tokens=budget, order=order
+    def _finalize(self, cid: str, conv: _Conversation, event: Finalize) -> Finalized:
+        conv.window.counters.seq += 1
+        conversation = Conversation(
+            cid,
+            conv.window.ranked(now_ms=event.ts),
+            conv.window.counters,
+            conv.sent_state(),
+            conv.previous_context,
         )
-        blocks = assembly.blocks_by_id()
-        seq = window.counters.seq
-        previous = conv.sent_state()
-        delta = None
-        mode = event.mode or self.config.mode
-        if mode == "delta" and previous is not None and event.history is None:
-            delta = plan_delta(assembly, previous, seq=seq, tokenizer=self.tokenizer)
-        # A delta is appended to the history: its own start is no cached prefix.
-        reused = 0
-        if delta is None:
-            reused = tokens_prefix_reused(
-                conv.previous_context, assembly.context, assembly.segments, self.tokenizer
-            )
-        sent = sent_after(assembly, previous, seq=seq, delta=delta)
-        conv.sent = pack_sent(sent)
-        bundle = Bundle(
-            bundle_id=f"{cid}:{seq}",
-            conversation_id=cid,
-            seq=seq,
-            request_id=event.request_id,
-            trigger="finalize",
-            ts=event.ts,
-            format=self.config.format,
-            order=order,
-            mode="full",
-            base_bundle_id=None,
-            items=[
-                BundleItem(
-                    id=r.item.id,
-                    kind=r.item.kind,
-                    salience=r.item.salience,
-                    priority=r.priority,
-                    created_at=r.item.created_at,
-                    attributes=r.item.attributes,
-                    tags=r.item.tags,
-                    blocks=blocks[r.item.id],
-                )
-                for r in assembly.selected
-            ],
-            blocks=assembly.dag.blocks,
-            shared=assembly.dag.shared,
-            context=assembly.context,
-            stats=self._stats(window, assembly, len(ranked), reused, sent),
-        )
-        if delta is not None:
-            bundle = _as_delta(bundle, delta, assembly)
-        return bundle, assembly.context
-
-    def _stats(
-        self,
-        window: BundleAccumulator,
-        assembly: Assembly,
-        held: int,
-        reused: int,
-        sent: SentState,
-    ) -> BundleStats:
-        counters, selected = window.counters, assembly.selected
-        offered = counters.accepted + counters.rejected
-        created = [r.item.created_at for r in selected]
-        return BundleStats(
-            tokenizer=self.tokenizer.name,
-            tokens_naive=assembly.tokens_naive,
-            tokens_bundle=assembly.tokens_bundle,
-            tokens_full=assembly.tokens_bundle,
-            conversation_tokens_sent=sent.tokens_sent,
-            conversation_tokens_full=sent.tokens_full,
-            tokens_prefix_reused=reused,
-            deduplicated=assembly.is_deduplicated,
-            items_in_window=held,
-            items_included=len(selected),
-            skipped_for_budget=assembly.skipped_for_budget,
-            max_items=self.config.max_items,
-            fill_percentage=100.0 * held / self.config.max_items,
-            accepted=counters.accepted,
-            rejected=counters.rejected,
-            evicted=counters.evicted,
-            acceptance_rate=counters.accepted / offered if offered else 0.0,
-            avg_salience=_mean([r.item.salience for r in selected]),
-            avg_priority=_mean([r.priority for r in selected]),
-            oldest_created_at=min(created, default=None),
-            newest_created_at=max(created, default=None),
-            blocks=len(assembly.dag.blocks),
-            shared_blocks=sum(1 for uses in assembly.dag.block_uses.values() if uses > 1),
-        )
+        done = finalize(conversation, event, config=self.config, tokenizer=self.tokenizer)
+        conv.sent = pack_sent(done.sent)
+        return done
 
     def _change(self, cid: str, conv: _Conversation) -> ConversationChange | None:
         if not self._is_tracking:
@@ -469,22 +339,3 @@ class ContextProcessor:
         return ConversationState(
             counters=conv.window.counters, last_ts=conv.last_ts, position=conv.position
         )
-
-
-def _as_delta(bundle: Bundle, delta: Delta, assembly: Assembly) -> Bundle:
-    """The full bundle with the delta's context, and only the blocks its new items need."""
-    needed = {b for item in bundle.items if item.id in delta.new_ids for b in item.blocks}
-    index = {r.item.id: n for n, r in enumerate(assembly.selected)}
-    return msgspec.structs.replace(
-        bundle,
-        mode="delta",
-        base_bundle_id=f"{bundle.conversation_id}:{delta.base_seq}",
-        blocks={b: text for b, text in bundle.blocks.items() if b in needed},
-        context=delta.context,
-        stats=msgspec.structs.replace(bundle.stats, tokens_bundle=delta.tokens),
-        context_order=[index[r.item.id] for r in assembly.placed],
-    )
-
-
-def _mean(values: list[float]) -> float:
-    return sum(values) / len(values) if values else 0.0

@@ -20,7 +20,7 @@ from typing import Protocol
 import msgspec
 
 from stream_ctx.core.accumulator import ContextItem
-from stream_ctx.core.processor import ConversationChange, ConversationState, ItemKey, Restored
+from stream_ctx.core.changes import ConversationChange, ConversationState, ItemKey, Restored
 
 
 class _KeyHead(msgspec.Struct, array_like=True, gc=False):

@@ -26,9 +26,10 @@ from aiokafka.structs import ConsumerRecord, OffsetAndMetadata, TopicPartition
 
 from stream_ctx.core.accumulator import RankedItem
 from stream_ctx.core.bundle import Bundle, BundleStats
+from stream_ctx.core.changes import Restored
 from stream_ctx.core.codec import encode_bundle
 from stream_ctx.core.events import Event
-from stream_ctx.core.processor import ContextProcessor, Restored
+from stream_ctx.core.processor import ContextProcessor
 from stream_ctx.core.tokenizer import get_tokenizer
 from stream_ctx.errors import ConversationReleasedError, InvalidEventError, StreamCtxError
 from stream_ctx.shell import clients

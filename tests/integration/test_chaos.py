@@ -30,9 +30,10 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.structs import ConsumerRecord, TopicPartition
 
 from stream_ctx.core.accumulator import ContextItem, WindowCounters
+from stream_ctx.core.changes import ConversationState
 from stream_ctx.core.config import BundleConfig
 from stream_ctx.core.events import Event
-from stream_ctx.core.processor import ContextProcessor, ConversationState
+from stream_ctx.core.processor import ContextProcessor
 from stream_ctx.shell.admin import ClientKwargs, TopicSpec, ensure_topics
 from stream_ctx.shell.broker import EmbeddedBroker
 from stream_ctx.shell.changelog import RestoredPartition
