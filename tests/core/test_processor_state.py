@@ -8,8 +8,8 @@ from collections.abc import Callable
 import pytest
 
 from stream_ctx.core.accumulator import WindowCounters
-from stream_ctx.core.config import BundleConfig
 from stream_ctx.core.changes import ConversationState, Restored
+from stream_ctx.core.config import BundleConfig
 from stream_ctx.core.processor import _DORMANT_LOADS_PER_SWEEP, ContextProcessor
 from stream_ctx.errors import ConversationReleasedError
 from tests.factories import HOUR_MS, T0, make_end, make_finalize, make_item, make_retrieval
