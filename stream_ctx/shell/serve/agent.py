@@ -1,0 +1,187 @@
+"""The MCP server: tool `get_context`, resource template of each conversation's context, and
+`resources/updated` to subscribers when a new bundle lands; over streamable HTTP or stdio."""
+
+from __future__ import annotations
+
+import contextvars
+import enum
+import logging
+from collections.abc import Callable
+from typing import Any, Literal
+
+import anyio
+import anyio.abc
+from cachetools import LRUCache
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
+from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated, ServerEvent
+from mcp_types import CallToolResult, TextContent
+
+import stream_ctx
+from stream_ctx.errors import BrokerError
+from stream_ctx.shell.serve.finalizer import Finalizer, FinalizeTimeoutError
+from stream_ctx.shell.serve.tenant import Tenants
+from stream_ctx.shell.serve.view import BundleView, DuplicateRequestError
+
+__all__ = ("ContextServer", "context_uri")
+
+log = logging.getLogger("stream_ctx.serve.mcp")
+
+_URI_PREFIX = "stream-ctx://conversations/"
+_URI_TEMPLATE = _URI_PREFIX + "{conversation_id}/context"
+# Sessions remembered as having had the reading guide; an older one forgotten gets it again.
+_GUIDE_SESSIONS = 10_000
+_INSTRUCTIONS = (
+    "Context bundles of stream-ctx conversations. Call get_context(conversation_id) before"
+    " answering to get the conversation's retrieved context, deduplicated and token-counted."
+)
+
+
+# Over stdio the caller is the local user who launched serve: every conversation is theirs.
+class _Local(enum.Enum):
+    USER = "the local user"
+
+
+_LOCAL = _Local.USER
+# The Authorization header of the HTTP request being handled, or _LOCAL.
+_caller: contextvars.ContextVar[str | _Local | None] = contextvars.ContextVar(
+    "stream_ctx_mcp_caller", default=_LOCAL
+)
+
+
+def context_uri(conversation_id: str) -> str:
+    """The resource URI of a conversation's latest context."""
+    return f"{_URI_PREFIX}{conversation_id}/context"
+
+
+class _TenantBus(InMemorySubscriptionBus):
+    """The in-process bus, each listener limited to the conversations its caller may read."""
+
+    def __init__(self, tenants: Tenants) -> None:
+        super().__init__()
+        self._tenants = tenants
+
+    def subscribe(self, listener: Callable[[ServerEvent], None]) -> Callable[[], None]:
+        caller = _caller.get()  # called inside the listen request's handler
+
+        def allowed(event: ServerEvent) -> None:
+            if isinstance(event, ResourceUpdated):
+                cid = _conversation_of(event.uri)
+                if cid is None or not _may_read(self._tenants, caller, cid):
+                    return  # as a subscription to an unknown URI: honored, never fires
+            listener(event)
+
+        return super().subscribe(allowed)
+
+
+class ContextServer:
+    """Wires an MCPServer to the view: reads, finalizes and subscriptions, per tenant."""
+
+    def __init__(self, view: BundleView, finalizer: Finalizer, tenants: Tenants) -> None:
+        self.view = view
+        self.finalizer = finalizer
+        self.tenants = tenants
+        self.bus = _TenantBus(tenants)
+        self._guided: LRUCache[int, bool] = LRUCache(maxsize=_GUIDE_SESSIONS)
+        self.server: MCPServer = MCPServer(
+            "stream-ctx",
+            instructions=_INSTRUCTIONS,
+            version=_version(),
+            subscriptions=self.bus,
+            middleware=[self._bind_caller],
+        )
+        self.server.tool(
+            name="get_context",
+            description=(
+                "Request a fresh context bundle for a conversation and return its context text;"
+                " the bundle's stats come as structured content."
+            ),
+        )(self.get_context)
+        self.server.resource(
+            _URI_TEMPLATE,
+            name="conversation-context",
+            description="The latest context of a conversation; subscribe for each new bundle.",
+            mime_type="text/plain",
+        )(self.read_context)
+
+    async def get_context(
+        self,
+        conversation_id: str,
+        ctx: Context,
+        max_tokens: int | None = None,
+        mode: Literal["full", "delta"] | None = None,
+        order: Literal["priority", "stable", "edges"] | None = None,
+    ) -> CallToolResult:
+        """Publish a finalize and return the context of the bundle answering it."""
+        if not _may_read(self.tenants, _caller.get(), conversation_id):
+            raise ToolError(_unknown(conversation_id))
+        if max_tokens is not None and max_tokens < 1:
+            raise ToolError(f"`max_tokens` must be an integer >= 1, got {max_tokens!r}")
+        try:
+            kept = await self.finalizer.finalize(
+                conversation_id, max_tokens=max_tokens, mode=mode, order=order
+            )
+        except (BrokerError, FinalizeTimeoutError, DuplicateRequestError) as exc:
+            raise ToolError(str(exc)) from exc
+        bundle = kept.bundle()
+        texts = [TextContent(type="text", text=bundle.context)]
+        session = id(ctx.request_context.session)
+        if session not in self._guided:
+            self._guided[session] = True
+            texts.insert(0, TextContent(type="text", text=stream_ctx.READING_GUIDE))
+        stats: dict[str, Any] = {
+            "bundle_id": bundle.bundle_id,
+            "seq": bundle.seq,
+            "mode": bundle.mode,
+            **{f: getattr(bundle.stats, f) for f in bundle.stats.__struct_fields__},
+        }
+        return CallToolResult(content=list(texts), structured_content=stats)
+
+    async def read_context(self, conversation_id: str) -> str:
+        """The context text of the conversation's latest bundle."""
+        kept = self.view.store.latest(conversation_id)
+        if kept is None or not _may_read(self.tenants, _caller.get(), conversation_id):
+            raise ResourceNotFoundError(_unknown(conversation_id))
+        return kept.bundle().context
+
+    async def run_notifier(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        """Publish `resources/updated` for each new bundle until cancelled."""
+        with self.view.subscribe(None) as bundles:
+            task_status.started()
+            async for kept in bundles:
+                await self.bus.publish(ResourceUpdated(uri=context_uri(kept.head.conversation_id)))
+
+    async def _bind_caller(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        """Each MCP request runs knowing its caller's Authorization header (HTTP only)."""
+        headers = getattr(ctx.request, "headers", None)
+        if headers is None:  # stdio: no HTTP request behind it
+            return await call_next(ctx)
+        token = _caller.set(headers.get("authorization"))
+        try:
+            return await call_next(ctx)
+        finally:
+            _caller.reset(token)
+
+
+def _may_read(tenants: Tenants, caller: str | _Local | None, conversation_id: str) -> bool:
+    """The local user reads everything; an HTTP caller what its token allows."""
+    return isinstance(caller, _Local) or tenants.may_read(caller, conversation_id)
+
+
+def _conversation_of(uri: str) -> str | None:
+    if not (uri.startswith(_URI_PREFIX) and uri.endswith("/context")):
+        return None
+    return uri[len(_URI_PREFIX) : -len("/context")] or None
+
+
+def _unknown(conversation_id: str) -> str:
+    return f"no bundle of conversation {conversation_id!r} is held here"
+
+
+def _version() -> str:
+    import importlib.metadata
+
+    return importlib.metadata.version("stream-ctx")

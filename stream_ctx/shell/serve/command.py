@@ -1,0 +1,146 @@
+"""`stream-ctx serve`: the view, the finalizer, the HTTP API and the MCP server, wired."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from functools import partial
+
+import anyio
+import anyio.abc
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Mount
+
+from stream_ctx.errors import ConfigError
+from stream_ctx.shell.serve.agent import ContextServer
+from stream_ctx.shell.serve.api import HttpApi
+from stream_ctx.shell.serve.finalizer import Finalizer
+from stream_ctx.shell.serve.store import BundleStore
+from stream_ctx.shell.serve.tenant import Tenants
+from stream_ctx.shell.serve.view import BundleView
+from stream_ctx.shell.settings import Settings
+from stream_ctx.shell.web import run_http_server
+
+__all__ = ("Serving", "run_serve", "serving")
+
+log = logging.getLogger("stream_ctx.serve")
+
+MCP_PATH = "/mcp"
+
+
+@dataclass(frozen=True, slots=True)
+class Serving:
+    """A running serve: its parts, and the HTTP port (None over stdio)."""
+
+    view: BundleView
+    finalizer: Finalizer
+    mcp: ContextServer
+    port: int | None
+    host: str = "127.0.0.1"
+
+    @property
+    def base_url(self) -> str:
+        """Where the HTTP API and the MCP endpoint (`/mcp`) answer."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+
+@contextlib.asynccontextmanager
+async def serving(
+    settings: Settings,
+    *,
+    stdio: bool = False,
+    environ: Mapping[str, str] | None = None,
+    on_progress: partial[None] | None = None,
+) -> AsyncIterator[Serving]:
+    """Start serve and yield once the view has caught up with the topic; stop on exit."""
+    config = settings.serve
+    tenants = Tenants.from_table(config.tenants, environ=os.environ if environ is None else environ)
+    if not stdio:
+        tenants.check_host(config.host)
+    store = BundleStore(max_conversations=config.max_conversations, max_bundles=config.max_bundles)
+    view = BundleView(settings.kafka, store, on_progress=on_progress)
+    async with anyio.create_task_group() as tasks:
+        await tasks.start(view.run)
+        async with Finalizer(view, timeout_s=config.finalize_timeout_s) as finalizer:
+            agent = ContextServer(view, finalizer, tenants)
+            await tasks.start(agent.run_notifier)
+            port = None
+            if not stdio:
+                port = await tasks.start(_serve_http, view, finalizer, agent, settings, tenants)
+            with anyio.fail_after(settings.state.restore_timeout_s):
+                await _rebuilt(view)
+            try:
+                yield Serving(view, finalizer, agent, port, config.host)
+            finally:
+                tasks.cancel_scope.cancel()
+
+
+async def run_serve(settings: Settings, *, stdio: bool = False) -> None:
+    """Serve until SIGTERM or SIGINT (or, over stdio, until the host closes the pipe)."""
+    async with serving(settings, stdio=stdio) as running:
+        if stdio:
+            await running.mcp.server.run_stdio_async()
+            return
+        log.info(
+            "serving %d conversations: HTTP API on %s/v1, MCP on %s%s",
+            len(running.view.store),
+            running.base_url,
+            running.base_url,
+            MCP_PATH,
+        )
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for signum in signals:
+                log.info("%s: stopping", signal.Signals(signum).name)
+                return
+
+
+async def _rebuilt(view: BundleView) -> None:
+    """Wait until the view holds every bundle that was on the topic at start."""
+    # Polled: the view sets progress once per fetch; a tenth of a second is invisible at start.
+    for _ in range(10**7):
+        if view.is_ready:
+            return
+        await anyio.sleep(0.1)
+
+
+async def _serve_http(
+    view: BundleView,
+    finalizer: Finalizer,
+    agent: ContextServer,
+    settings: Settings,
+    tenants: Tenants,
+    *,
+    task_status: anyio.abc.TaskStatus[int],
+) -> None:
+    config = settings.serve
+    api = HttpApi(view, finalizer, tenants, max_body_bytes=config.max_body_bytes)
+    mcp_app = agent.server.streamable_http_app(
+        streamable_http_path="/",
+        max_request_body_size=config.max_body_bytes,
+        host=config.host,
+    )
+
+    async def not_found(_: Request, __: Exception) -> Response:
+        return Response(
+            b'{"error":"not found: see /v1/openapi.json"}', 404, media_type="application/json"
+        )
+
+    app = Starlette(
+        routes=[*api.routes(), Mount(MCP_PATH, app=mcp_app)],
+        exception_handlers={404: not_found},
+    )
+    async with agent.server.session_manager.run():
+        try:
+            await run_http_server(app, host=config.host, port=config.port, task_status=task_status)
+        except OSError as exc:
+            raise ConfigError(
+                f"`serve.port` {config.port} on `serve.host` {config.host!r} cannot be served:"
+                f" {exc.strerror or exc}"
+            ) from exc
