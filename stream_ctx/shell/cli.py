@@ -238,6 +238,15 @@ def _demo(args: argparse.Namespace) -> int:
     return status
 
 
+def _serve(args: argparse.Namespace) -> int:
+    from stream_ctx.shell.serve.command import run_serve
+
+    overrides = {f"serve.{k}": getattr(args, k) for k in ("host", "port") if getattr(args, k)}
+    settings = load_settings(args.config, overrides=overrides)
+    _run_async(partial(run_serve, settings, stdio=args.stdio))
+    return 0
+
+
 def _schema(args: argparse.Namespace) -> int:
     sys.stdout.buffer.write(render_schema(args.which) + b"\n")
     sys.stdout.flush()
@@ -323,6 +332,19 @@ def _parser() -> argparse.ArgumentParser:
     )
     tail_cmd.add_argument("--count", type=int, help="exit after this many bundles")
     tail_cmd.set_defaults(handler=_tail)
+
+    serve_cmd = commands.add_parser(
+        "serve",
+        parents=[logs],
+        help="serve the latest bundles to agents: HTTP API and MCP server over the output topic",
+    )
+    serve_cmd.add_argument("--config", type=Path, help="TOML config file ([kafka], [serve])")
+    serve_cmd.add_argument("--host", help="overrides serve.host")
+    serve_cmd.add_argument("--port", type=int, help="overrides serve.port")
+    serve_cmd.add_argument(
+        "--stdio", action="store_true", help="speak MCP on stdin/stdout (for hosts that launch it)"
+    )
+    serve_cmd.set_defaults(handler=_serve)
 
     health_cmd = commands.add_parser(
         "healthcheck", help="exit 0 when a local `run` answers /healthz on metrics.port"

@@ -83,13 +83,14 @@ class ContextServer:
         self.finalizer = finalizer
         self.tenants = tenants
         self.bus = _TenantBus(tenants)
-        self._guided: LRUCache[int, bool] = LRUCache(maxsize=_GUIDE_SESSIONS)
+        self._guided: LRUCache[tuple[str, ...], bool] = LRUCache(maxsize=_GUIDE_SESSIONS)
         self.server: MCPServer = MCPServer(
             "stream-ctx",
             instructions=_INSTRUCTIONS,
             version=_version(),
             subscriptions=self.bus,
             middleware=[self._bind_caller],
+            log_level="WARNING",  # basicConfig otherwise, when no handler is set yet
         )
         self.server.tool(
             name="get_context",
@@ -112,8 +113,10 @@ class ContextServer:
         max_tokens: int | None = None,
         mode: Literal["full", "delta"] | None = None,
         order: Literal["priority", "stable", "edges"] | None = None,
+        include_guide: bool | None = None,
     ) -> CallToolResult:
-        """Publish a finalize and return the context of the bundle answering it."""
+        """Publish a finalize and return the context of the bundle answering it, after the
+        reading guide when `include_guide` is true, or when None and this session lacks it."""
         if not _may_read(self.tenants, _caller.get(), conversation_id):
             raise ToolError(_unknown(conversation_id))
         if max_tokens is not None and max_tokens < 1:
@@ -126,10 +129,10 @@ class ContextServer:
             raise ToolError(str(exc)) from exc
         bundle = kept.bundle()
         texts = [TextContent(type="text", text=bundle.context)]
-        session = id(ctx.request_context.session)
-        if session not in self._guided:
-            self._guided[session] = True
+        session = _session_of(ctx, conversation_id)
+        if include_guide or (include_guide is None and session not in self._guided):
             texts.insert(0, TextContent(type="text", text=stream_ctx.READING_GUIDE))
+        self._guided[session] = True
         stats: dict[str, Any] = {
             "bundle_id": bundle.bundle_id,
             "seq": bundle.seq,
@@ -164,6 +167,18 @@ class ContextServer:
             return await call_next(ctx)
         finally:
             _caller.reset(token)
+
+
+def _session_of(ctx: Context, conversation_id: str) -> tuple[str, ...]:
+    """What "a session" is on each transport: the stdio process; an HTTP session's id; and on
+    the sessionless 2026-07-28 HTTP wire, one caller's requests about one conversation."""
+    headers = getattr(ctx.request_context.request, "headers", None)
+    if headers is None:
+        return ("stdio",)
+    session_id = headers.get("mcp-session-id")
+    if session_id:
+        return ("session", session_id)
+    return ("caller", headers.get("authorization") or "", conversation_id)
 
 
 def _may_read(tenants: Tenants, caller: str | _Local | None, conversation_id: str) -> bool:
