@@ -6,9 +6,8 @@ import contextlib
 import logging
 import os
 import signal
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
-from functools import partial
 
 import anyio
 import anyio.abc
@@ -17,13 +16,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Mount
 
-from stream_ctx.errors import ConfigError
+from stream_ctx.errors import BrokerError, ConfigError
 from stream_ctx.shell.serve.agent import ContextServer
 from stream_ctx.shell.serve.api import HttpApi
 from stream_ctx.shell.serve.finalizer import Finalizer
 from stream_ctx.shell.serve.store import BundleStore
 from stream_ctx.shell.serve.tenant import Tenants
-from stream_ctx.shell.serve.view import BundleView
+from stream_ctx.shell.serve.view import BundleView, Progress
 from stream_ctx.shell.settings import Settings
 from stream_ctx.shell.web import run_http_server
 
@@ -57,7 +56,7 @@ async def serving(
     *,
     stdio: bool = False,
     environ: Mapping[str, str] | None = None,
-    on_progress: partial[None] | None = None,
+    on_progress: Callable[[Progress], None] | None = None,
 ) -> AsyncIterator[Serving]:
     """Start serve and yield once the view has caught up with the topic; stop on exit."""
     config = settings.serve
@@ -74,8 +73,7 @@ async def serving(
             port = None
             if not stdio:
                 port = await tasks.start(_serve_http, view, finalizer, agent, settings, tenants)
-            with anyio.fail_after(settings.state.restore_timeout_s):
-                await _rebuilt(view)
+            await _rebuilt(view, timeout_s=settings.state.restore_timeout_s)
             try:
                 yield Serving(view, finalizer, agent, port, config.host)
             finally:
@@ -101,13 +99,16 @@ async def run_serve(settings: Settings, *, stdio: bool = False) -> None:
                 return
 
 
-async def _rebuilt(view: BundleView) -> None:
+async def _rebuilt(view: BundleView, *, timeout_s: float) -> None:
     """Wait until the view holds every bundle that was on the topic at start."""
-    # Polled: the view sets progress once per fetch; a tenth of a second is invisible at start.
-    for _ in range(10**7):
-        if view.is_ready:
-            return
-        await anyio.sleep(0.1)
+    with anyio.move_on_after(timeout_s):
+        await view.rebuilt.wait()
+    if not view.is_ready:
+        done = view.progress
+        raise BrokerError(
+            f"the view of {view.kafka.output_topic!r} was not rebuilt within {timeout_s} s"
+            f" (`state.restore_timeout_s`): {done.records_read}/{done.records_total} records"
+        )
 
 
 async def _serve_http(

@@ -73,6 +73,7 @@ class BundleView:
         self.kafka = kafka
         self.store = store
         self.progress = Progress(0, 0, is_done=False)
+        self.rebuilt = anyio.Event()
         self.records_read = 0
         self._on_progress = on_progress
         self._waiters: dict[tuple[str, str], _Waiter] = {}
@@ -184,6 +185,8 @@ class BundleView:
             if self.progress.is_done or now - reported >= _PROGRESS_EVERY_S:
                 reported = now
                 self._report()
+            if self.progress.is_done:
+                self.rebuilt.set()
 
     def _report(self) -> None:
         p = self.progress
