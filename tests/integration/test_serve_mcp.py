@@ -15,8 +15,8 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ResourceUpdated
-from mcp.shared.exceptions import MCPError
-from mcp_types import TextContent
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp_types import ResourceUpdatedNotification, TextContent
 
 import stream_ctx
 from stream_ctx.shell.broker import EmbeddedBroker
@@ -171,3 +171,30 @@ async def test_tenant_sees_only_its_prefixes_in_tools_resources_and_subscription
     assert reads[0] == reads[1]
     assert heard_by_b == ResourceUpdated(uri=context_uri("b:conv"))
     assert heard_by_a == ResourceUpdated(uri=context_uri("a:conv"))
+
+
+async def test_legacy_host_on_an_earlier_protocol_subscribes_and_is_notified(stack: Stack) -> None:
+    cid = "mcp-conv-legacy"
+    updates: list[str] = []
+    notified = anyio.Event()
+
+    async def on_message(message: object) -> None:
+        if isinstance(message, ResourceUpdatedNotification):
+            updates.append(message.params.uri)
+            notified.set()
+
+    with anyio.fail_after(TEST_TIMEOUT_S):
+        await stack.retrieve(cid)
+        settings = stack.serve_settings(finalize_timeout_s=REQUEST_TIMEOUT_S)
+        async with (
+            serving(settings) as running,
+            Client(f"{running.base_url}/mcp", mode="legacy", message_handler=on_message) as client,
+        ):
+            assert client.server_capabilities.resources is not None
+            assert client.server_capabilities.resources.subscribe
+            with pytest.warns(MCPDeprecationWarning, match="resources/subscribe"):
+                await client.subscribe_resource(context_uri(cid))
+            called = await client.call_tool("get_context", {"conversation_id": cid})
+            await notified.wait()
+    assert not called.is_error, called
+    assert updates[0] == context_uri(cid)

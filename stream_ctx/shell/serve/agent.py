@@ -15,8 +15,15 @@ from cachetools import LRUCache
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
+from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated, ServerEvent
-from mcp_types import CallToolResult, TextContent
+from mcp_types import (
+    CallToolResult,
+    EmptyResult,
+    SubscribeRequestParams,
+    TextContent,
+    UnsubscribeRequestParams,
+)
 
 import stream_ctx
 from stream_ctx.errors import BrokerError
@@ -32,6 +39,9 @@ _URI_PREFIX = "stream-ctx://conversations/"
 _URI_TEMPLATE = _URI_PREFIX + "{conversation_id}/context"
 # Sessions remembered as having had the reading guide; an older one forgotten gets it again.
 _GUIDE_SESSIONS = 10_000
+# Resource URIs with subscribers on the pre-2026 protocol; the least recently subscribed go first.
+# Each holds its sessions (the SDK caps them, `max_sessions`) until a send to one fails.
+_LEGACY_URIS = 10_000
 _INSTRUCTIONS = (
     "Context bundles of stream-ctx conversations. Call get_context(conversation_id) before"
     " answering to get the conversation's retrieved context, deduplicated and token-counted."
@@ -75,6 +85,39 @@ class _TenantBus(InMemorySubscriptionBus):
         return super().subscribe(allowed)
 
 
+class _LegacySubscriptions:
+    """`resources/subscribe` of hosts on protocol versions before 2026-07-28 (they have no
+    `subscriptions/listen`): the sessions that asked for each URI, told of each new bundle."""
+
+    def __init__(self, tenants: Tenants) -> None:
+        self._tenants = tenants
+        self._sessions: LRUCache[str, set[ServerSession]] = LRUCache(maxsize=_LEGACY_URIS)
+
+    async def subscribe(
+        self, ctx: ServerRequestContext[Any, Any], params: SubscribeRequestParams
+    ) -> EmptyResult:
+        """Accepted alike for an unknown or a forbidden conversation; only readable ones fire."""
+        cid = _conversation_of(params.uri)
+        if cid is not None and _may_read(self._tenants, _caller.get(), cid):
+            self._sessions.setdefault(params.uri, set()).add(ctx.session)
+        return EmptyResult()
+
+    async def unsubscribe(
+        self, ctx: ServerRequestContext[Any, Any], params: UnsubscribeRequestParams
+    ) -> EmptyResult:
+        sessions = self._sessions.get(params.uri)
+        if sessions is not None:
+            sessions.discard(ctx.session)
+        return EmptyResult()
+
+    async def notify(self, uri: str) -> None:
+        for session in list(self._sessions.get(uri, ())):
+            try:
+                await session.send_resource_updated(uri)
+            except Exception:
+                self._sessions[uri].discard(session)
+
+
 class ContextServer:
     """Wires an MCPServer to the view: reads, finalizes and subscriptions, per tenant."""
 
@@ -99,6 +142,15 @@ class ContextServer:
                 " the bundle's stats come as structured content."
             ),
         )(self.get_context)
+        self.legacy = _LegacySubscriptions(tenants)
+        # MCPServer serves only the 2026-07-28 `subscriptions/listen`; earlier hosts subscribe.
+        lowlevel = self.server._lowlevel_server
+        lowlevel.add_request_handler(
+            "resources/subscribe", SubscribeRequestParams, self.legacy.subscribe
+        )
+        lowlevel.add_request_handler(
+            "resources/unsubscribe", UnsubscribeRequestParams, self.legacy.unsubscribe
+        )
         self.server.resource(
             _URI_TEMPLATE,
             name="conversation-context",
@@ -153,7 +205,9 @@ class ContextServer:
         with self.view.subscribe(None) as bundles:
             task_status.started()
             async for kept in bundles:
-                await self.bus.publish(ResourceUpdated(uri=context_uri(kept.head.conversation_id)))
+                uri = context_uri(kept.head.conversation_id)
+                await self.bus.publish(ResourceUpdated(uri=uri))
+                await self.legacy.notify(uri)
 
     async def _bind_caller(
         self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
