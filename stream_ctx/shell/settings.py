@@ -96,10 +96,11 @@ class ServeSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     host: str = "127.0.0.1"
     # 0 picks a free port (tests).
     port: Annotated[int, Meta(ge=0, le=65_535)] = 8780
-    # Conversations held in memory, least recently used out first (~5 KiB each, docs/guides).
-    max_conversations: _Count = 10_000
+    # Conversations held in memory, least recently used out first. Each costs about its kept
+    # bundles' JSON (~25 KiB a full bundle in benchmarks/serve_bench.py): ~250 MiB at most here.
+    max_conversations: _Count = 5_000
     # Bundles kept per conversation, for GET .../bundles/{seq}; the oldest goes first.
-    max_bundles: _Count = 4
+    max_bundles: _Count = 2
     # A finalize answered later than this is a 504: the processor is down or rebalancing.
     finalize_timeout_s: Annotated[float, Meta(gt=0)] = 10.0
     # A finalize body is a few short fields; anything larger is refused with a 413.

@@ -29,8 +29,6 @@ log = logging.getLogger("stream_ctx.serve.view")
 _START_TIMEOUT_S = 30.0
 # Closing drops sockets; bounded so a broker that went away cannot hang shutdown.
 _CLOSE_TIMEOUT_S = 5.0
-# A fetch answers as soon as a bundle lands; the embedded broker holds it this long when idle.
-_FETCH_MAX_WAIT_MS = 100
 # How long one read blocks before the reader loops (and reports progress while rebuilding).
 _POLL_MS = 500
 # Rebuild progress goes to the log at most this often.
@@ -86,7 +84,9 @@ class BundleView:
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
         """Read the topic until cancelled; started once every partition is assigned and rewound."""
-        consumer = clients.reader(self.kafka, fetch_max_wait_ms=_FETCH_MAX_WAIT_MS)
+        # `kafka.fetch_max_wait_ms` as the processor's: some brokers hold every fetch that long,
+        # which a finalize's answer waits out.
+        consumer = clients.reader(self.kafka)
         topic, servers = self.kafka.output_topic, self.kafka.servers
         try:
             with anyio.fail_after(_START_TIMEOUT_S):
