@@ -233,7 +233,14 @@ def _demo(args: argparse.Namespace) -> int:
 
     configure_logging(level=logging.WARNING)
     port = args.inspect_port if args.inspect else None
-    demo = partial(run_demo, conversations=args.conversations, seed=args.seed, inspect_port=port)
+    serve_port = args.serve_port if args.serve else None
+    demo = partial(
+        run_demo,
+        conversations=args.conversations,
+        seed=args.seed,
+        inspect_port=port,
+        serve_port=serve_port,
+    )
     status: int = anyio.run(demo)
     return status
 
@@ -295,6 +302,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo_cmd.add_argument(
         "--inspect-port", type=int, default=8765, help="inspector port on 127.0.0.1 (0: any free)"
+    )
+    demo_cmd.add_argument(
+        "--serve", action="store_true", help="also run `stream-ctx serve` (HTTP API, MCP) on it"
+    )
+    demo_cmd.add_argument(
+        "--serve-port", type=int, default=8780, help="serve's port on 127.0.0.1 (0: any free)"
     )
     demo_cmd.set_defaults(handler=_demo)
 

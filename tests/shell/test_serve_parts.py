@@ -13,8 +13,8 @@ from stream_ctx.shell.serve.wire import FinalizeRequest, describe_error
 SECRET = "a-secret-token-never-shown"  # noqa: S105 - a test token
 
 
-def kept(cid: str, seq: int, bundle_id: str | None = None) -> Kept:
-    head = BundleHead(bundle_id or f"{cid}:{seq}", cid, seq, None)
+def kept(cid: str, seq: int, request_id: str | None = None) -> Kept:
+    head = BundleHead(f"{cid}:{seq}", cid, seq, request_id)
     return Kept(head, msgspec.json.encode(head))
 
 
@@ -34,9 +34,11 @@ def test_store_ignores_a_repeated_bundle_and_takes_a_restarted_seq_as_newest() -
     assert store.add(kept("a", 1)) and store.add(kept("a", 2))
     assert not store.add(kept("a", 1))  # at-least-once publishing repeats it byte for byte
     assert store.latest("a") == kept("a", 2)
-    assert store.add(kept("a", 1, bundle_id="a:1@after-end"))
-    assert store.latest("a") == kept("a", 1, bundle_id="a:1@after-end")
-    assert store.by_seq("a", 1) == kept("a", 1, bundle_id="a:1@after-end")
+    # The conversation ended and its id came back: bundle "a:1" again, with other bytes.
+    again = kept("a", 1, request_id="after-the-end")
+    assert store.add(again)
+    assert store.latest("a") == again
+    assert store.by_seq("a", 1) == again
 
 
 def test_kept_decodes_a_bundle_head_and_refuses_what_is_not_one() -> None:

@@ -8,6 +8,8 @@ import os
 import signal
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
+from typing import TextIO
+from urllib.parse import quote
 
 import anyio
 import anyio.abc
@@ -26,7 +28,7 @@ from stream_ctx.shell.serve.view import BundleView, Progress
 from stream_ctx.shell.settings import Settings
 from stream_ctx.shell.web import run_http_server
 
-__all__ = ("Serving", "run_serve", "serving")
+__all__ = ("Serving", "run_serve", "serve_for_demo", "serving")
 
 log = logging.getLogger("stream_ctx.serve")
 
@@ -145,3 +147,19 @@ async def _serve_http(
                 f"`serve.port` {config.port} on `serve.host` {config.host!r} cannot be served:"
                 f" {exc.strerror or exc}"
             ) from exc
+
+
+async def serve_for_demo(
+    settings: Settings, *, conversation_id: str, out: TextIO, until: anyio.Event
+) -> None:
+    """`stream-ctx demo --serve`: serve the demo's bundles, print how to reach them, wait."""
+    async with serving(settings) as running:
+        url = f"{running.base_url}/v1/conversations/{quote(conversation_id, safe='')}/bundle"
+        out.write(
+            f"serve: HTTP API on {running.base_url}/v1 (described at /v1/openapi.json),"
+            f" MCP (streamable HTTP) on {running.base_url}{MCP_PATH}\n"
+            f"try:   curl -s '{url}?format=context'\n"
+            "Ctrl-C to stop\n"
+        )
+        out.flush()
+        await until.wait()

@@ -55,14 +55,16 @@ class BundleStore:
         return len(self._held)
 
     def add(self, kept: Kept) -> bool:
-        """File a bundle; False for a copy of one already kept (publishing is at-least-once).
+        """File a bundle; False for a copy of one already kept (publishing is at-least-once, and
+        a repeat is byte-identical).
 
         The newest is the last to arrive: one conversation's bundles share a partition, so
-        arrival order is the processor's order, and seq may restart after a conversation ends.
+        arrival order is the processor's order. Seq, and so the bundle id, restarts when a
+        conversation ends and its id is used again: same id with other bytes is a new bundle.
         """
         cid = kept.head.conversation_id
         bundles = self._held.get(cid, ())
-        if any(k.head.bundle_id == kept.head.bundle_id for k in bundles):
+        if any(k.raw == kept.raw for k in bundles if k.head.bundle_id == kept.head.bundle_id):
             return False
         others = tuple(k for k in bundles if k.head.seq != kept.head.seq)
         self._held[cid] = (*others, kept)[-self._max_bundles :]

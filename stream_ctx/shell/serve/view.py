@@ -213,14 +213,14 @@ class BundleView:
             where = f"{record.topic}/{record.partition}@{record.offset}"
             log.warning("skipped a record that is not a bundle (%s): %s", where, exc)
             return
-        if not self.store.add(kept):
-            return
         head = kept.head
-        if head.request_id is not None:
+        if head.request_id is not None:  # a repeat of an answer still answers
             waiter = self._waiters.get((head.conversation_id, head.request_id))
             if waiter is not None and waiter.kept is None:
                 waiter.kept = kept
                 waiter.done.set()
+        if not self.store.add(kept):
+            return
         for key in (head.conversation_id, None):
             for stream in list(self._subscribers.get(key, ())):
                 try:
