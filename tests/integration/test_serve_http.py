@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import anyio
 import httpx
@@ -12,6 +13,7 @@ import pytest
 from stream_ctx.core.bundle import Bundle
 from stream_ctx.errors import ConfigError
 from stream_ctx.shell.broker import EmbeddedBroker
+from stream_ctx.shell.cli import main
 from stream_ctx.shell.serve.command import serving
 from tests.integration.serve_stack import Stack, start_stack
 
@@ -205,3 +207,19 @@ async def test_bound_beyond_loopback_without_tenants_refuses_to_start(stack: Sta
     ):
         async with serving(settings):
             pass
+
+
+def test_serve_before_the_output_topic_exists_exits_2_saying_so(
+    broker: EmbeddedBroker, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "serve.toml"
+    config.write_text(
+        f'[kafka]\nbootstrap_servers = "{broker.bootstrap_servers}"\n'
+        'output_topic = "serve-http.no-such-topic"\n[serve]\nport = 0\n',
+        encoding="utf-8",
+    )
+    assert main(["serve", "--config", str(config)]) == 2
+    assert (
+        "stream-ctx: MissingTopicError: output topic 'serve-http.no-such-topic' does not exist"
+        in capsys.readouterr().err
+    )
