@@ -14,7 +14,7 @@ import anyio.abc
 from cachetools import LRUCache
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated, ServerEvent
 from mcp_types import (
@@ -195,8 +195,15 @@ class ContextServer:
 
     async def read_context(self, conversation_id: str) -> str:
         """The context text of the conversation's latest bundle."""
-        kept = self.view.store.latest(conversation_id)
-        if kept is None or not _may_read(self.tenants, _caller.get(), conversation_id):
+        is_allowed = _may_read(self.tenants, _caller.get(), conversation_id)
+        kept = self.view.store.latest(conversation_id) if is_allowed else None
+        if kept is None and is_allowed and not self.view.is_ready:
+            done = self.view.progress
+            raise ResourceError(
+                f"serve is rebuilding its view ({done.records_read}/{done.records_total}"
+                " records); retry shortly"
+            )
+        if kept is None:
             raise ResourceNotFoundError(_unknown(conversation_id))
         return kept.bundle().context
 

@@ -6,7 +6,7 @@ import contextlib
 import logging
 import os
 import signal
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import TextIO
 from urllib.parse import quote
@@ -24,7 +24,7 @@ from stream_ctx.shell.serve.api import HttpApi
 from stream_ctx.shell.serve.finalizer import Finalizer
 from stream_ctx.shell.serve.store import BundleStore
 from stream_ctx.shell.serve.tenant import Tenants
-from stream_ctx.shell.serve.view import BundleView, Progress
+from stream_ctx.shell.serve.view import BundleView
 from stream_ctx.shell.settings import Settings
 from stream_ctx.shell.web import run_http_server
 
@@ -58,15 +58,16 @@ async def serving(
     *,
     stdio: bool = False,
     environ: Mapping[str, str] | None = None,
-    on_progress: Callable[[Progress], None] | None = None,
+    is_rebuilt_first: bool = True,
 ) -> AsyncIterator[Serving]:
-    """Start serve and yield once the view has caught up with the topic; stop on exit."""
+    """Start serve and yield, once the view has caught up with the topic unless told not to
+    wait (an MCP host launching serve over stdio times out on a long rebuild); stop on exit."""
     config = settings.serve
     tenants = Tenants.from_table(config.tenants, environ=os.environ if environ is None else environ)
     if not stdio:
         tenants.check_host(config.host)
     store = BundleStore(max_conversations=config.max_conversations, max_bundles=config.max_bundles)
-    view = BundleView(settings.kafka, store, on_progress=on_progress)
+    view = BundleView(settings.kafka, store)
     async with anyio.create_task_group() as tasks:
         await tasks.start(view.run)
         async with Finalizer(view, timeout_s=config.finalize_timeout_s) as finalizer:
@@ -75,7 +76,8 @@ async def serving(
             port = None
             if not stdio:
                 port = await tasks.start(_serve_http, view, finalizer, agent, settings, tenants)
-            await _rebuilt(view, timeout_s=settings.state.restore_timeout_s)
+            if is_rebuilt_first:
+                await _rebuilt(view, timeout_s=settings.state.restore_timeout_s)
             try:
                 yield Serving(view, finalizer, agent, port, config.host)
             finally:
@@ -84,7 +86,7 @@ async def serving(
 
 async def run_serve(settings: Settings, *, stdio: bool = False) -> None:
     """Serve until SIGTERM or SIGINT (or, over stdio, until the host closes the pipe)."""
-    async with serving(settings, stdio=stdio) as running:
+    async with serving(settings, stdio=stdio, is_rebuilt_first=not stdio) as running:
         if stdio:
             await running.mcp.server.run_stdio_async()
             return

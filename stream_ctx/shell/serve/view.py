@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 import anyio
@@ -61,19 +61,12 @@ class BundleView:
     """Reads `kafka.output_topic` into `store` with `run`; ready once rebuilt to the end it saw
     at start."""
 
-    def __init__(
-        self,
-        kafka: KafkaSettings,
-        store: BundleStore,
-        *,
-        on_progress: Callable[[Progress], None] | None = None,
-    ) -> None:
+    def __init__(self, kafka: KafkaSettings, store: BundleStore) -> None:
         self.kafka = kafka
         self.store = store
         self.progress = Progress(0, 0, is_done=False)
         self.rebuilt = anyio.Event()
         self.records_read = 0
-        self._on_progress = on_progress
         self._waiters: dict[tuple[str, str], _Waiter] = {}
         self._subscribers: dict[str | None, set[MemoryObjectSendStream[Kept]]] = {}
 
@@ -200,8 +193,6 @@ class BundleView:
             len(self.store),
             "; done" if p.is_done else "",
         )
-        if self._on_progress is not None:
-            self._on_progress(p)
 
     def _fold(self, record: ConsumerRecord[bytes, bytes]) -> None:
         self.records_read += 1
