@@ -208,8 +208,9 @@ class ContextServer:
         return kept.bundle().context
 
     async def run_notifier(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
-        """Publish `resources/updated` for each new bundle until cancelled."""
-        with self.view.subscribe(None) as bundles:
+        """Publish `resources/updated` for each new bundle until cancelled (under a flood of
+        bundles some updates are skipped rather than this task stopping)."""
+        with self.view.subscribe(None, is_lossy=True) as bundles:
             task_status.started()
             async for kept in bundles:
                 uri = context_uri(kept.head.conversation_id)

@@ -68,7 +68,8 @@ class BundleView:
         self.rebuilt = anyio.Event()
         self.records_read = 0
         self._waiters: dict[tuple[str, str], _Waiter] = {}
-        self._subscribers: dict[str | None, set[MemoryObjectSendStream[Kept]]] = {}
+        # conversation (None: all) -> each subscriber's stream and whether it is lossy
+        self._subscribers: dict[str | None, dict[MemoryObjectSendStream[Kept], bool]] = {}
 
     @property
     def is_ready(self) -> bool:
@@ -122,17 +123,19 @@ class BundleView:
         return waiter.kept if waiter else None
 
     @contextmanager
-    def subscribe(self, conversation_id: str | None) -> Iterator[MemoryObjectReceiveStream[Kept]]:
-        """New bundles of one conversation (or of all, for None) as they are kept; the stream
-        ends when the subscriber falls too far behind or serve stops."""
+    def subscribe(
+        self, conversation_id: str | None, *, is_lossy: bool = False
+    ) -> Iterator[MemoryObjectReceiveStream[Kept]]:
+        """New bundles of one conversation (or of all, for None) as they are kept, until serve
+        stops. A subscriber too far behind has its stream ended, or if lossy misses bundles."""
         send, receive = anyio.create_memory_object_stream[Kept](_SUBSCRIBER_BUFFER)
-        streams = self._subscribers.setdefault(conversation_id, set())
-        streams.add(send)
+        streams = self._subscribers.setdefault(conversation_id, {})
+        streams[send] = is_lossy
         try:
             with receive:
                 yield receive
         finally:
-            streams.discard(send)
+            streams.pop(send, None)
             if not streams:
                 self._subscribers.pop(conversation_id, None)
             send.close()
@@ -213,9 +216,13 @@ class BundleView:
         if not self.store.add(kept):
             return
         for key in (head.conversation_id, None):
-            for stream in list(self._subscribers.get(key, ())):
+            for stream, is_lossy in list(self._subscribers.get(key, {}).items()):
                 try:
                     stream.send_nowait(kept)
-                except (anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                except anyio.WouldBlock:
+                    if is_lossy:
+                        continue
                     stream.close()  # the subscriber's stream ends; it reconnects and refetches
-                    self._subscribers[key].discard(stream)
+                    self._subscribers[key].pop(stream, None)
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    self._subscribers[key].pop(stream, None)
