@@ -40,6 +40,8 @@ _START_TIMEOUT_S = 120.0
 # Seeding bundles for every conversation: a finalize each, a few at a time.
 _SEED_CONCURRENCY = 8
 _POLL_S = 0.2
+# Serve's CPU with nothing to do is sampled over this long (its fetches of the output topic).
+_IDLE_S = 5.0
 # Kept-alive connections the measured requests share (a small agent platform's pool).
 _CONNECTIONS = 16
 
@@ -81,6 +83,9 @@ async def _bench(args: argparse.Namespace) -> None:
                         await _produce(kwargs, events)
                         await _seed(http, cids)
                         rss_held = _rss_kib(serve.pid)
+                        idle_from = _cpu_s(serve.pid)
+                        await anyio.sleep(_IDLE_S)
+                        idle_cpu = (_cpu_s(serve.pid) - idle_from) / _IDLE_S
                         async with _RawClient(port, _CONNECTIONS) as raw:
                             count = args.get_rate * args.seconds
                             one_by_one = await _sequential(raw, cids, count)
@@ -94,6 +99,7 @@ async def _bench(args: argparse.Namespace) -> None:
                             for c in cids[:200]
                         ]
     per_conversation = (rss_held - rss_empty) * 1024 / len(cids)
+    print(f"serve idle (no requests, no bundles): {idle_cpu:.1%} of a core")
     print(f"conversations held: {len(cids)}; bundle size median {_median_len(sample)} bytes")
     print(f"load average at the end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     _print("cached GET .../bundle, one at a time", one_by_one, None)
@@ -256,27 +262,37 @@ class _RawClient:
             await stream.aclose()
 
     async def request(self, method: str, path: str) -> int:
-        """Send one request; returns the status once the whole body was read."""
+        """Send one request; returns the status once the whole body was read. A connection
+        the server closed (its keep-alive timeout) is opened again, as clients do."""
         async with self._free:
             stream = self._idle.pop()
             try:
-                head = f"{method} {path} HTTP/1.1\r\nHost: bench\r\nContent-Length: 0\r\n\r\n"
-                await stream.send(head.encode())
-                buffer = b""
-                while b"\r\n\r\n" not in buffer:
-                    buffer += await stream.receive()
-                header, _, body = buffer.partition(b"\r\n\r\n")
-                lines = header.decode("latin-1").split("\r\n")
-                length = next(
-                    int(line.split(":", 1)[1])
-                    for line in lines
-                    if line.lower().startswith("content-length:")
-                )
-                while len(body) < length:
-                    body += await stream.receive()
-                return int(lines[0].split()[1])
+                try:
+                    return await self._exchange(stream, method, path)
+                except (anyio.EndOfStream, anyio.BrokenResourceError):
+                    await stream.aclose()
+                    stream = await anyio.connect_tcp("127.0.0.1", self._port)
+                    return await self._exchange(stream, method, path)
             finally:
                 self._idle.append(stream)
+
+    @staticmethod
+    async def _exchange(stream: anyio.abc.SocketStream, method: str, path: str) -> int:
+        head = f"{method} {path} HTTP/1.1\r\nHost: bench\r\nContent-Length: 0\r\n\r\n"
+        await stream.send(head.encode())
+        buffer = b""
+        while b"\r\n\r\n" not in buffer:
+            buffer += await stream.receive()
+        header, _, body = buffer.partition(b"\r\n\r\n")
+        lines = header.decode("latin-1").split("\r\n")
+        length = next(
+            int(value)
+            for name, _, value in (line.partition(":") for line in lines[1:])
+            if name.lower() == "content-length"
+        )
+        while len(body) < length:
+            body += await stream.receive()
+        return int(lines[0].split()[1])
 
 
 async def _sequential(http: _RawClient, cids: list[str], count: float) -> list[float]:

@@ -33,6 +33,9 @@ __all__ = ("Serving", "run_serve", "serve_for_demo", "serving")
 log = logging.getLogger("stream_ctx.serve")
 
 MCP_PATH = "/mcp"
+# An idle keep-alive connection is closed after this long: agents pause for a model's answer
+# (seconds to tens of seconds) between requests, and reconnecting each turn costs a handshake.
+_IDLE_TIMEOUT_S = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +146,13 @@ async def _serve_http(
     )
     async with agent.server.session_manager.run():
         try:
-            await run_http_server(app, host=config.host, port=config.port, task_status=task_status)
+            await run_http_server(
+                app,
+                host=config.host,
+                port=config.port,
+                idle_timeout_s=_IDLE_TIMEOUT_S,
+                task_status=task_status,
+            )
         except OSError as exc:
             raise ConfigError(
                 f"`serve.port` {config.port} on `serve.host` {config.host!r} cannot be served:"
