@@ -190,6 +190,8 @@ async def test_tenant_token_reads_only_its_prefixes_and_others_look_unknown(stac
             for token in (TOKEN_A, None, "not-a-token-of-anyone"):
                 async with _client(running.base_url, token) as other:
                     denied.append(await other.get("/v1/conversations/b:conv/bundle"))
+                    denied.append(await other.get("/v1/conversations/b:conv/bundles/1"))
+                    denied.append(await other.get("/v1/conversations/b:conv/bundles/stream"))
                     denied.append(await other.post("/v1/conversations/b:conv/finalize"))
             async with _client(running.base_url, TOKEN_B) as b:
                 unknown = await b.get("/v1/conversations/b:nobody/bundle")
