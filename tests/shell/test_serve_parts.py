@@ -9,6 +9,7 @@ from stream_ctx.errors import ConfigError
 from stream_ctx.shell.serve.store import BundleHead, BundleStore, Kept
 from stream_ctx.shell.serve.tenant import Tenants, is_loopback
 from stream_ctx.shell.serve.wire import FinalizeRequest, describe_error
+from stream_ctx.shell.settings import load_settings
 
 SECRET = "a-secret-token-never-shown"  # noqa: S105 - a test token
 
@@ -112,3 +113,14 @@ def test_body_errors_name_the_field_and_the_value(body: bytes, message: str) -> 
         msgspec.json.decode(body, type=FinalizeRequest)
     assert isinstance(raised.value, msgspec.DecodeError)
     assert describe_error(raised.value, body) == message
+
+
+def test_tenants_come_from_the_environment_as_an_inline_table() -> None:
+    environ = {
+        "STREAM_CTX_SERVE_TENANTS": '{acme = {token_env = "ACME_TOKEN", prefixes = ["acme:"]}}',
+        "STREAM_CTX_SERVE_HOST": "0.0.0.0",  # noqa: S104 - allowed once tenants exist
+    }
+    settings = load_settings(None, environ=environ)
+    tenants = Tenants.from_table(settings.serve.tenants, environ={"ACME_TOKEN": SECRET})
+    tenants.check_host(settings.serve.host)
+    assert tenants.may_read(f"Bearer {SECRET}", "acme:7")
