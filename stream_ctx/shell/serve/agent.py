@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 import anyio
 import anyio.abc
+import msgspec
 from cachetools import LRUCache
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
@@ -115,7 +116,7 @@ class _LegacySubscriptions:
             try:
                 await session.send_resource_updated(uri)
             except Exception:
-                self._sessions[uri].discard(session)
+                self._sessions.get(uri, set()).discard(session)
 
 
 class ContextServer:
@@ -189,7 +190,7 @@ class ContextServer:
             "bundle_id": bundle.bundle_id,
             "seq": bundle.seq,
             "mode": bundle.mode,
-            **{f: getattr(bundle.stats, f) for f in bundle.stats.__struct_fields__},
+            **msgspec.structs.asdict(bundle.stats),
         }
         return CallToolResult(content=list(texts), structured_content=stats)
 

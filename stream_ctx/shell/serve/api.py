@@ -11,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
-from stream_ctx.errors import BrokerError
+from stream_ctx.errors import BrokerError, StreamCtxError
 from stream_ctx.shell.serve.finalizer import Finalizer, FinalizeTimeoutError
 from stream_ctx.shell.serve.openapi import openapi_document
 from stream_ctx.shell.serve.store import Kept
@@ -36,7 +36,7 @@ _Handler = Callable[[Request, str], Awaitable[Response]]
 _Endpoint = Callable[[Request], Awaitable[Response]]
 
 
-class RequestError(Exception):
+class RequestError(StreamCtxError):
     """A request answered with `status` and a message naming the field and value."""
 
     def __init__(self, status: int, message: str, *, headers: dict[str, str] | None = None) -> None:
