@@ -225,3 +225,17 @@ def test_serve_before_the_output_topic_exists_exits_2_saying_so(
         "stream-ctx: MissingTopicError: output topic 'serve-http.no-such-topic' does not exist"
         in capsys.readouterr().err
     )
+
+
+async def test_conversation_ids_with_slashes_are_served_as_they_are(stack: Stack) -> None:
+    cid = "team/alpha/conv-5"
+    with anyio.fail_after(TEST_TIMEOUT_S):
+        await stack.retrieve(cid)
+        settings = stack.serve_settings(finalize_timeout_s=REQUEST_TIMEOUT_S)
+        async with serving(settings) as running, _client(running.base_url) as http:
+            posted = await http.post(f"/v1/conversations/{cid}/finalize")
+            latest = await http.get(f"/v1/conversations/{cid}/bundle")
+            kept = await http.get(f"/v1/conversations/{cid}/bundles/1")
+    assert posted.status_code == 200, posted.text
+    assert msgspec.json.decode(posted.content, type=Bundle).conversation_id == cid
+    assert latest.content == kept.content == posted.content
