@@ -63,6 +63,7 @@ async def test_get_context_returns_the_text_with_the_guide_once_and_stats(stack:
             )
             second = await client.call_tool("get_context", {"conversation_id": cid})
             bad = await client.call_tool("get_context", {"conversation_id": cid, "max_tokens": 0})
+            empty = await client.call_tool("get_context", {"conversation_id": ""})
             read = await client.read_resource(context_uri(cid))
     assert not first.is_error, first
     guide, context = _texts(first.content)
@@ -70,7 +71,11 @@ async def test_get_context_returns_the_text_with_the_guide_once_and_stats(stack:
     assert "passage 0 of turn 0" in context
     assert _texts(second.content) == [context]
     assert bad.is_error
-    assert _texts(bad.content)[0].endswith("`max_tokens` must be an integer >= 1, got 0")
+    assert _texts(bad.content)[0].endswith("`max_tokens`: Expected `int` >= 1, got 0")
+    assert empty.is_error
+    assert _texts(empty.content)[0].endswith(
+        "`conversation_id`: Expected `str` of length >= 1, got ''"
+    )
     assert first.structured_content is not None
     assert first.structured_content["tokens_bundle"] > 0
     assert first.structured_content["conversation_tokens_sent"] > 0

@@ -27,7 +27,7 @@ from mcp_types import (
 )
 
 import stream_ctx
-from stream_ctx.errors import BrokerError
+from stream_ctx.errors import BrokerError, InvalidEventError
 from stream_ctx.shell.serve.finalizer import Finalizer, FinalizeTimeoutError
 from stream_ctx.shell.serve.tenant import Tenants
 from stream_ctx.shell.serve.view import BundleView, DuplicateRequestError
@@ -172,13 +172,11 @@ class ContextServer:
         reading guide when `include_guide` is true, or when None and this session lacks it."""
         if not _may_read(self.tenants, _caller.get(), conversation_id):
             raise ToolError(_unknown(conversation_id))
-        if max_tokens is not None and max_tokens < 1:
-            raise ToolError(f"`max_tokens` must be an integer >= 1, got {max_tokens!r}")
         try:
             kept = await self.finalizer.finalize(
                 conversation_id, max_tokens=max_tokens, mode=mode, order=order
             )
-        except (BrokerError, FinalizeTimeoutError, DuplicateRequestError) as exc:
+        except (InvalidEventError, BrokerError, FinalizeTimeoutError, DuplicateRequestError) as exc:
             raise ToolError(str(exc)) from exc
         bundle = kept.bundle()
         texts = [TextContent(type="text", text=bundle.context)]

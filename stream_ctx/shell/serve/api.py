@@ -11,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
-from stream_ctx.errors import BrokerError, StreamCtxError
+from stream_ctx.errors import BrokerError, InvalidEventError, StreamCtxError
 from stream_ctx.shell.serve.finalizer import Finalizer, FinalizeTimeoutError
 from stream_ctx.shell.serve.openapi import openapi_document
 from stream_ctx.shell.serve.store import Kept
@@ -128,6 +128,8 @@ class HttpApi:
                 history=body.history,
                 request_id=body.request_id,
             )
+        except InvalidEventError as exc:
+            raise RequestError(400, str(exc)) from exc
         except DuplicateRequestError as exc:
             raise RequestError(409, str(exc)) from exc
         except BrokerError as exc:

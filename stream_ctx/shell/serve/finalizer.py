@@ -13,6 +13,7 @@ import msgspec
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
+from stream_ctx.core.codec import decode_event
 from stream_ctx.core.events import BundleMode, Finalize, History, RenderOrder
 from stream_ctx.errors import BrokerError, StreamCtxError
 from stream_ctx.shell import clients
@@ -77,8 +78,8 @@ class Finalizer:
         history: History | None = None,
         request_id: str | None = None,
     ) -> Kept:
-        """The bundle answering a fresh finalize; BrokerError if it could not be published,
-        FinalizeTimeoutError if it was but no bundle came within `timeout_s`."""
+        """The bundle answering a fresh finalize; InvalidEventError for a bad value, BrokerError
+        if it could not be published, FinalizeTimeoutError if no bundle came within `timeout_s`."""
         request_id = request_id or str(uuid.uuid4())
         event = Finalize(
             conversation_id=conversation_id,
@@ -106,10 +107,14 @@ class Finalizer:
         return kept
 
     async def _publish(self, event: Finalize, deadline: float) -> None:
+        """Checked against the schema first, as ContextClient does (structs built in code skip
+        their constraints): a bad value is the caller's error, not a dead letter."""
+        value = _encoder.encode(event)
+        decode_event(value)
         try:
             with anyio.fail_after(max(0.0, deadline - anyio.current_time())):
                 delivery = await self._producer.send(
-                    self._topic, _encoder.encode(event), key=event.conversation_id.encode()
+                    self._topic, value, key=event.conversation_id.encode()
                 )
                 await delivery
         except (TimeoutError, KafkaError) as exc:
