@@ -120,6 +120,10 @@ async def test_openapi_document_is_generated_from_the_wire_types(stack: Stack) -
     with anyio.fail_after(TEST_TIMEOUT_S):
         async with serving(stack.serve_settings()) as running, _client(running.base_url) as http:
             document = (await http.get("/v1/openapi.json")).json()
+            probes = [(await http.get(path)).text for path in ("/healthz", "/readyz")]
+            missing = await http.get("/v2/anything")
+    assert probes == ["ok\n", "ready\n"]
+    assert missing.status_code == 404 and "/v1/openapi.json" in missing.json()["error"]
     schemas = document["components"]["schemas"]
     assert {"Bundle", "BundleStats", "FinalizeRequest", "ErrorBody"} <= set(schemas)
     assert set(schemas["FinalizeRequest"]["properties"]) == {

@@ -90,10 +90,11 @@ class HttpApi:
         return PlainTextResponse("ok\n")
 
     async def _readyz(self, _: Request) -> Response:
-        is_ready = self.view.is_ready
-        return PlainTextResponse(
-            "ready\n" if is_ready else "rebuilding\n", 200 if is_ready else 503
-        )
+        done = self.view.progress
+        if self.view.is_ready:
+            return PlainTextResponse("ready\n")
+        text = f"rebuilding: {done.records_read}/{done.records_total} records\n"
+        return PlainTextResponse(text, 503, headers={"Retry-After": "1"})
 
     async def _latest(self, request: Request, cid: str) -> Response:
         shape = request.query_params.get("format", "json")
