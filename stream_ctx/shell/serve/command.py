@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Mount
 
-from stream_ctx.errors import BrokerError, ConfigError
+from stream_ctx.errors import BrokerError, ConfigError, StreamCtxError
 from stream_ctx.shell.serve.agent import ContextServer
 from stream_ctx.shell.serve.api import HttpApi
 from stream_ctx.shell.serve.finalizer import Finalizer
@@ -89,21 +89,59 @@ async def serving(
 
 async def run_serve(settings: Settings, *, stdio: bool = False) -> None:
     """Serve until SIGTERM or SIGINT (or, over stdio, until the host closes the pipe)."""
-    async with serving(settings, stdio=stdio, is_rebuilt_first=not stdio) as running:
-        if stdio:
+    try:
+        await _run(settings, stdio=stdio)
+    except BaseExceptionGroup as group:
+        # One failure (a missing topic, an unreachable broker) is reported as itself.
+        lone = _lone(group)
+        if isinstance(lone, StreamCtxError):
+            raise lone from None
+        raise
+
+
+async def _run(settings: Settings, *, stdio: bool) -> None:
+    if stdio:
+        async with serving(settings, stdio=True, is_rebuilt_first=False) as running:
             await running.mcp.server.run_stdio_async()
-            return
-        log.info(
-            "serving %d conversations: HTTP API on %s/v1, MCP on %s%s",
-            len(running.view.store),
-            running.base_url,
-            running.base_url,
-            MCP_PATH,
-        )
-        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-            async for signum in signals:
-                log.info("%s: stopping", signal.Signals(signum).name)
-                return
+        return
+    # Watched from the start: a SIGTERM during the rebuild stops serve as cleanly as after it.
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(_cancel_on_signal, signals, tasks.cancel_scope)
+            async with serving(settings) as running:
+                log.info(
+                    "serving %d conversations: HTTP API on %s/v1, MCP on %s%s; %s",
+                    len(running.view.store),
+                    running.base_url,
+                    running.base_url,
+                    MCP_PATH,
+                    _access(running.mcp.tenants),
+                )
+                await anyio.sleep_forever()
+
+
+def _lone(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
+    """The one exception inside nested groups of one, if that is what `group` is."""
+    inner: BaseException = group
+    for _ in range(10):  # task groups nest a few deep here
+        if not isinstance(inner, BaseExceptionGroup) or len(inner.exceptions) != 1:
+            break
+        inner = inner.exceptions[0]
+    return None if isinstance(inner, BaseExceptionGroup) else inner
+
+
+async def _cancel_on_signal(signals: AsyncIterator[int], scope: anyio.CancelScope) -> None:
+    async for signum in signals:
+        log.info("%s: stopping", signal.Signals(signum).name)
+        scope.cancel()
+        return
+
+
+def _access(tenants: Tenants) -> str:
+    """Who may read what, for the start line: tenant names and prefixes, never tokens."""
+    if tenants.is_open:
+        return "open to anyone on this machine (no tenants)"
+    return "tenants " + ", ".join(f"{t.name} {list(t.prefixes)}" for t in tenants.tenants)
 
 
 async def _rebuilt(view: BundleView, *, timeout_s: float) -> None:
@@ -151,6 +189,7 @@ async def _serve_http(
                 host=config.host,
                 port=config.port,
                 idle_timeout_s=_IDLE_TIMEOUT_S,
+                what="serve listening on http://{}",
                 task_status=task_status,
             )
         except OSError as exc:
