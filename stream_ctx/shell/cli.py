@@ -257,9 +257,25 @@ def _demo(args: argparse.Namespace) -> int:
 
     configure_logging(level=logging.WARNING)
     port = args.inspect_port if args.inspect else None
-    demo = partial(run_demo, conversations=args.conversations, seed=args.seed, inspect_port=port)
+    serve_port = args.serve_port if args.serve else None
+    demo = partial(
+        run_demo,
+        conversations=args.conversations,
+        seed=args.seed,
+        inspect_port=port,
+        serve_port=serve_port,
+    )
     status: int = anyio.run(demo)
     return status
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from stream_ctx.shell.serve.command import run_serve
+
+    overrides = {f"serve.{k}": getattr(args, k) for k in ("host", "port") if getattr(args, k)}
+    settings = load_settings(args.config, overrides=overrides)
+    _run_async(partial(run_serve, settings, stdio=args.stdio))
+    return 0
 
 
 def _schema(args: argparse.Namespace) -> int:
@@ -316,6 +332,12 @@ def build_parser() -> argparse.ArgumentParser:
     demo_cmd.add_argument(
         "--inspect-port", type=int, default=8765, help="inspector port on 127.0.0.1 (0: any free)"
     )
+    demo_cmd.add_argument(
+        "--serve", action="store_true", help="also run `stream-ctx serve` (HTTP API, MCP) on it"
+    )
+    demo_cmd.add_argument(
+        "--serve-port", type=int, default=8780, help="serve's port on 127.0.0.1 (0: any free)"
+    )
     demo_cmd.set_defaults(handler=_demo)
 
     broker_cmd = add_command(
@@ -359,6 +381,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     tail_cmd.add_argument("--count", type=int, help="exit after this many bundles")
     tail_cmd.set_defaults(handler=_tail, is_broker_client=True)
+
+    serve_cmd = add_command(
+        commands,
+        "serve",
+        parents=[logs],
+        summary="serve the latest bundles to agents: HTTP API and MCP server over the output topic",
+    )
+    serve_cmd.add_argument("--config", type=Path, help="TOML config file ([kafka], [serve])")
+    serve_cmd.add_argument("--host", help="overrides serve.host")
+    serve_cmd.add_argument("--port", type=int, help="overrides serve.port")
+    serve_cmd.add_argument(
+        "--stdio", action="store_true", help="speak MCP on stdin/stdout (for hosts that launch it)"
+    )
+    serve_cmd.set_defaults(handler=_serve)
 
     health_cmd = add_command(
         commands,

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import TextIO
@@ -17,7 +19,8 @@ from stream_ctx.core.events import Event, Finalize
 from stream_ctx.shell.admin import TopicSpec, ensure_topics
 from stream_ctx.shell.broker import embedded_broker
 from stream_ctx.shell.runner import Runner
-from stream_ctx.shell.settings import KafkaSettings, MetricsSettings, Settings
+from stream_ctx.shell.serve.command import serve_for_demo
+from stream_ctx.shell.settings import KafkaSettings, MetricsSettings, ServeSettings, Settings
 from stream_ctx.shell.tail import bundle_line
 from stream_ctx.shell.web import new_history, run_http_server, runner_app
 from stream_ctx.workload import WorkloadShape, generate
@@ -27,6 +30,8 @@ _INPUT, _OUTPUT = "ctx.retrievals", "ctx.bundles"
 _DEMO_TIMEOUT_S = 120.0
 # Pacing between produced events, so bundles visibly arrive while the stream flows.
 _PACE_S = 0.004
+# With serve, the sample starts this long ago: its turns then end before the wall clock.
+_RECENT_MS = 7_200_000
 _bundle_decoder = msgspec.json.Decoder(Bundle)
 
 
@@ -35,11 +40,17 @@ async def run_demo(
     conversations: int = 24,
     seed: int = 42,
     inspect_port: int | None = None,
+    serve_port: int | None = None,
     out: TextIO = sys.stdout,
 ) -> int:
     """Start a broker, run the processor, feed events, print bundles; 0 when every one came.
-    With `inspect_port` the inspector serves on 127.0.0.1 and stays open until Ctrl-C."""
-    events = generate(seed, WorkloadShape(conversations=conversations))
+    With `inspect_port` the inspector serves on 127.0.0.1, with `serve_port` `stream-ctx serve`,
+    and both stay open until Ctrl-C."""
+    shape = WorkloadShape(conversations=conversations)
+    if serve_port is not None:  # served conversations stay open, recent for serve's wall clock
+        now_ms = time.time_ns() // 1_000_000
+        shape = dataclasses.replace(shape, start_ms=now_ms - _RECENT_MS, is_ending=False)
+    events = generate(seed, shape)
     expected = sum(isinstance(e, Finalize) for e in events)
     out.write(
         f"starting the embedded broker; {len(events)} events from {conversations} "
@@ -82,7 +93,7 @@ async def run_demo(
                         await _show_bundles(client, expected, out, received)
                 if streaming.cancelled_caught:
                     out.write("\ninterrupted: stopping the processor, then the broker\n")
-                    inspect_port = None  # Ctrl-C means stop, inspector or not
+                    inspect_port = serve_port = None  # Ctrl-C means stop, inspector or not
                 out.write(_summary(received, expected, sent=len(sent), events=len(events)))
                 out.write(_showcase(received))
                 if inspect_port is not None:
@@ -91,6 +102,11 @@ async def run_demo(
                         " Ctrl-C to stop\n"
                     )
                     out.flush()
+                if serve_port is not None and received:
+                    served = msgspec.structs.replace(settings, serve=ServeSettings(port=serve_port))
+                    last = received[-1].conversation_id
+                    await serve_for_demo(served, conversation_id=last, out=out, until=interrupted)
+                elif inspect_port is not None:
                     await interrupted.wait()
                 runner.stop.set()
             serving.cancel_scope.cancel()

@@ -89,6 +89,26 @@ class MetricsSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     history_conversations: Annotated[int, Meta(ge=1)] = 1000
 
 
+class ServeSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """`stream-ctx serve`: the HTTP API and MCP server over the latest bundles."""
+
+    # Loopback unless configured; bound anywhere else serve refuses to start without tenants.
+    host: str = "127.0.0.1"
+    # 0 picks a free port (tests).
+    port: Annotated[int, Meta(ge=0, le=65_535)] = 8780
+    # Conversations held in memory, least recently used out first. Each costs about its kept
+    # bundles' JSON (~25 KiB a full bundle in benchmarks/serve_bench.py): ~250 MiB at most here.
+    max_conversations: _Count = 5_000
+    # Bundles kept per conversation, for GET .../bundles/{seq}; the oldest goes first.
+    max_bundles: _Count = 2
+    # A finalize answered later than this is a 504: the processor is down or rebalancing.
+    finalize_timeout_s: Annotated[float, Meta(gt=0)] = 10.0
+    # A finalize body is a few short fields; anything larger is refused with a 413.
+    max_body_bytes: _Count = 16_384
+    # name -> {token or token_env, prefixes}; checked by stream_ctx.shell.serve.tenant.
+    tenants: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
 class Settings(msgspec.Struct, frozen=True, kw_only=True):
     """The whole configuration file."""
 
@@ -96,14 +116,16 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     kafka: KafkaSettings = msgspec.field(default_factory=KafkaSettings)
     state: StateSettings = msgspec.field(default_factory=StateSettings)
     metrics: MetricsSettings = msgspec.field(default_factory=MetricsSettings)
+    serve: ServeSettings = msgspec.field(default_factory=ServeSettings)
 
 
-_SECTIONS = ("bundle", "kafka", "state", "metrics")
+_SECTIONS = ("bundle", "kafka", "state", "metrics", "serve")
 _TABLES: dict[str, type[msgspec.Struct]] = {
     "bundle": BundleConfig,
     "kafka": KafkaSettings,
     "state": StateSettings,
     "metrics": MetricsSettings,
+    "serve": ServeSettings,
 }
 
 

@@ -104,6 +104,7 @@ async def run_http_server(
     host: str,
     port: int,
     idle_timeout_s: float = _IDLE_TIMEOUT_S,
+    what: str = "metrics and health on http://{}/metrics",
     task_status: anyio.abc.TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve `app` until cancelled, then shut down gracefully; `port=0` picks a free port.
@@ -130,7 +131,7 @@ async def run_http_server(
 
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(run_to_completion)
-        log.info("metrics and health on http://%s:%d/metrics", host, bound)
+        log.info(what.format(f"{host}:{bound}"))
         task_status.started(bound)
         try:
             await anyio.sleep_forever()

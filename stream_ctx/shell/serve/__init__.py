@@ -1,0 +1,1 @@
+"""`stream-ctx serve`: the latest bundles of the output topic, over HTTP and MCP."""
