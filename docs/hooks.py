@@ -75,6 +75,15 @@ SETTING_NOTES: dict[str, str] = {
     "metrics.history_events": "item outcomes kept per conversation for the inspector",
     "metrics.history_bundles": "bundles kept per conversation for the inspector",
     "metrics.history_conversations": "conversations the inspector keeps history for",
+    "serve.host": "the interface `stream-ctx serve` listens on; anything but loopback needs"
+    " `[serve.tenants]`",
+    "serve.port": "the HTTP API and MCP port (0 picks a free port)",
+    "serve.max_conversations": "conversations serve holds, least recently used out first",
+    "serve.max_bundles": "bundles serve keeps per conversation",
+    "serve.finalize_timeout_s": "a finalize unanswered this long is a 504",
+    "serve.max_body_bytes": "larger request bodies get a 413",
+    "serve.tenants": "`[serve.tenants.<name>]` tables with `token` or `token_env`, and `prefixes`"
+    " (see [serve](../guides/serve.md))",
 }
 
 

@@ -386,7 +386,7 @@ def build_parser() -> argparse.ArgumentParser:
         commands,
         "serve",
         parents=[logs],
-        summary="serve the latest bundles to agents: HTTP API and MCP server over the output topic",
+        summary="serve the latest bundles to agents over an HTTP API and MCP",
     )
     serve_cmd.add_argument("--config", type=Path, help="TOML config file ([kafka], [serve])")
     serve_cmd.add_argument("--host", help="overrides serve.host")
