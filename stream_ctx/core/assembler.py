@@ -8,8 +8,9 @@ from dataclasses import dataclass, replace
 from stream_ctx.core.accumulator import RankedItem
 from stream_ctx.core.dag import StateDag
 from stream_ctx.core.events import RenderOrder
+from stream_ctx.core.plan import TextPlan
 from stream_ctx.core.render import Segment, is_sharing, render_lean, render_naive
-from stream_ctx.core.repeats import TextPlan, plan_texts
+from stream_ctx.core.repeats import plan_texts
 from stream_ctx.core.tokenizer import Tokenizer
 
 

@@ -18,7 +18,7 @@ from itertools import chain, pairwise
 import msgspec
 
 from stream_ctx.core.accumulator import ContextItem
-from stream_ctx.core.repeats import Ref, TextPlan
+from stream_ctx.core.plan import Ref, TextPlan
 
 # 48 bits: collision-free in practice for the few thousand blocks a bundle holds.
 _BLOCK_ID_BYTES = 6

@@ -21,9 +21,9 @@ import msgspec
 
 from stream_ctx.core.accumulator import ContextItem
 from stream_ctx.core.assembler import Assembly
+from stream_ctx.core.plan import Ref, TextPlan
 from stream_ctx.core.reader import ContextSyntaxError, ReadItem, read_context
 from stream_ctx.core.render import Segment, render_lean
-from stream_ctx.core.repeats import Ref, TextPlan
 from stream_ctx.core.tokenizer import Tokenizer
 
 KEPT_LEAD = "Still applies: "

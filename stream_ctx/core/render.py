@@ -26,8 +26,8 @@ from itertools import pairwise
 import msgspec
 
 from stream_ctx.core.accumulator import ContextItem
+from stream_ctx.core.plan import DIFF_LEAD, Ref, TextPlan
 from stream_ctx.core.quotes import rough_tokens
-from stream_ctx.core.repeats import DIFF_LEAD, Ref, TextPlan
 
 Segment = tuple[Hashable, str]
 

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from stream_ctx.core.plan import DIFF_LEAD, Piece, Ref, TextPlan
 from stream_ctx.core.quotes import choose_quotes, rough_tokens, unit_ends
 from stream_ctx.core.rerun import rerun
 
@@ -39,51 +40,12 @@ _MAX_NARROWED = 3
 # A rerun reads best as its changes: a diff is written while it costs at most this many times
 # the references that would otherwise stand for it.
 _DIFF_PREFERENCE = 1.5
-DIFF_LEAD = "[§{} with changes:]\n"
-
-
-@dataclass(frozen=True, slots=True)
-class Ref:
-    """`length` characters of text `source` from character `start`, quoted by the first words
-    `head` and last words `tail` (both empty: the source's whole text). `source` may be the text
-    being planned, for a passage earlier in it."""
-
-    source: int
-    start: int
-    length: int
-    head: str = ""
-    tail: str = ""
-
-
-Piece = str | Ref
-
-
-@dataclass(frozen=True, slots=True)
-class TextPlan:
-    """How a text is written: its pieces, or (`diff_of` set) `hunks` against that text; a diff's
-    pieces are its unchanged runs and its new lines, for the dedup graph."""
-
-    pieces: list[Piece]
-    diff_of: int | None = None
-    hunks: str = ""
 
 
 def plan_texts(texts: Sequence[str]) -> list[TextPlan]:
     """Each text's plan, in the given order."""
     finder = _Finder()
     return [finder.plan(n, text) for n, text in enumerate(texts)]
-
-
-def resolve(pieces: Sequence[Piece], earlier: Sequence[str]) -> str:
-    """Rebuild a text from its pieces and the texts before it (the inverse of planning)."""
-    text = ""
-    for piece in pieces:
-        if isinstance(piece, str):
-            text += piece
-        else:
-            source = earlier[piece.source] if piece.source < len(earlier) else text
-            text += source[piece.start : piece.start + piece.length]
-    return text
 
 
 @dataclass(slots=True)
