@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from functools import lru_cache
 
 # A unit ends after a newline, or after a sentence's last mark (and any closing quote or
 # bracket) and the blanks after it, where more text follows on the same line.
@@ -50,6 +51,7 @@ def find_passage(source: str, head: str, tail: str) -> str | None:
     return source[start : end + len(tail)] if end >= 0 else None
 
 
+@lru_cache(maxsize=1 << 14)
 def choose_quotes(source: str, passage: str) -> tuple[str, str, int] | None:
     """The fewest first and last words of `passage` whose search in `source` finds it, and where
     it is found; None when the passage starts or ends with a blank, or no quotes within its

@@ -56,16 +56,19 @@ class _Finder:
     units: list[list[str]] = field(default_factory=list)
     starts: list[list[int]] = field(default_factory=list)
     places: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    # The texts so far, joined: one search tells whether any of them holds a text's first unit.
+    joined: str = ""
     whole: dict[str, int] = field(default_factory=dict)
 
     def plan(self, n: int, text: str) -> TextPlan:
         units, starts, marks = split_units(text)
+        self.joined += text + "\n"
         self.texts.append(text)
         self.units.append(units)
         self.starts.append(starts)
         same = self.whole.get(text)
         self.whole.setdefault(text, n)
-        base = self._diff_base(n, units) if same is None else None
+        base = self._diff_base(text, units) if same is None else None
         pieces = self._pieces(n, text, (units, starts, marks))
         if same is not None and _is_worth(same, text, "", ""):
             return TextPlan([Ref(same, 0, len(text))])
@@ -75,19 +78,24 @@ class _Finder:
                 return diff
         return TextPlan(pieces)
 
-    def _diff_base(self, n: int, units: list[str]) -> int | None:
+    def _diff_base(self, text: str, units: list[str]) -> int | None:
         """The earlier text sharing the most of this one's units, if it shares enough."""
         shared: dict[int, int] = {}
+        places_of = self.places.get
         for unit in units:
-            places = self.places.get(unit)
-            if places is not None:
-                for k in {k for k, _ in places}:
-                    shared[k] = shared.get(k, 0) + len(unit)
+            places = places_of(unit)
+            if places is None:
+                continue
+            if len(places) == 1:
+                k = places[0][0]
+                shared[k] = shared.get(k, 0) + len(unit)
+                continue
+            for k in {k for k, _ in places}:
+                shared[k] = shared.get(k, 0) + len(unit)
         if not shared:
             return None
         best = max(sorted(shared), key=shared.__getitem__)
-        total = sum(map(len, units))
-        return best if shared[best] >= _MIN_DIFF_SHARE * total else None
+        return best if shared[best] >= _MIN_DIFF_SHARE * len(text) else None
 
     def _pieces(self, n: int, text: str, split: Units) -> list[Piece]:
         """The text as literal runs and references, left to right; its units join the index."""
@@ -97,7 +105,7 @@ class _Finder:
         i = 0
         while i < len(units):
             found = self._continuation(n, text, units, starts) if i == 0 else None
-            if found is None and marks[i]:
+            if found is None and marks[i] and units[i] in self.places:
                 found = self._reference(n, text, units, starts, i, written)
             if found is None:
                 if marks[i]:
@@ -128,6 +136,8 @@ class _Finder:
             return None
         best: tuple[int, int] | None = None
         words = first.rstrip()
+        if self.joined.find(words, 0, len(self.joined) - len(text) - 1) < 0:
+            return None  # no earlier text holds it: the common case, decided in one search
         for k in range(n - 1, -1, -1):
             source = self.texts[k]
             at = source.find(words)
@@ -143,6 +153,8 @@ class _Finder:
             return None
         k, size = best
         for first_at, last_at in _narrowed(starts, 0, starts[size]):
+            if last_at - first_at < _MIN_PASSAGE_CHARS:
+                break  # the spans come widest first
             found = self._quoted(n, k, text, first_at, last_at)
             if found is not None:
                 return (*found, size)
@@ -167,6 +179,8 @@ class _Finder:
             a, b = self._widened(k, j, size, units, starts, i)
             a = max(a, written)
         for first, last in _narrowed(starts, a, b):
+            if last - first < _MIN_PASSAGE_CHARS:
+                break  # the spans come widest first
             found = self._quoted(n, k, text, first, last)
             if found is not None:
                 return (*found, end)
