@@ -43,7 +43,7 @@ from stream_ctx.shell.inspector.history import History
 from stream_ctx.shell.intake import read_event
 from stream_ctx.shell.metrics import Health, Metrics
 from stream_ctx.shell.recovery import read_changelogs
-from stream_ctx.shell.retry import Backoff, is_transient
+from stream_ctx.shell.retry import Outage, is_transient
 from stream_ctx.shell.settings import Settings
 from stream_ctx.shell.topology import changelog_topic, topics_to_create
 
@@ -149,6 +149,7 @@ class Runner:
         # Broker faults end a session and are retried only once one session has started: a
         # broker unreachable at startup is an error for whoever started us.
         self._has_started = False
+        self._outage = Outage()
 
     @property
     def _kafka(self) -> _Clients:
@@ -178,20 +179,19 @@ class Runner:
 
     async def _run_sessions(self, task_status: anyio.abc.TaskStatus[None]) -> None:
         """Sessions until stopped: a transient broker fault starts a new one after a backoff."""
-        backoff, lost_at = Backoff(), None
         while True:
             try:
-                await self._session(task_status, lost_at=lost_at)
+                await self._session(task_status)
                 break
             except Exception as exc:
                 if not is_transient(exc) or not self._has_started:
                     raise
+                self._mark_ready(is_rebalancing=True)  # not until a new session is restored
                 if self.stop.is_set():
                     log.warning("could not drain (%s); unflushed events are re-read", exc)
                     break
-                delay = backoff.next()
-                if lost_at is None:
-                    lost_at = time.monotonic()
+                delay, is_new = self._outage.fail(now=time.monotonic())
+                if is_new:
                     log.warning(
                         "Kafka unavailable (%s: %s); retrying with backoff from %.1f s, "
                         "then resuming from the last commit",
@@ -207,9 +207,7 @@ class Runner:
             if self.stop.is_set():
                 break
 
-    async def _session(
-        self, task_status: anyio.abc.TaskStatus[None], *, lost_at: float | None
-    ) -> None:
+    async def _session(self, task_status: anyio.abc.TaskStatus[None]) -> None:
         """One group membership: fresh clients and state, processing until stopped, then a
         drain; on a failure only the clients are closed (the next session re-reads)."""
         self._forget_session()
@@ -224,10 +222,10 @@ class Runner:
             consumer.subscribe(kafka.input_topics, listener=_Rebalance(self))
             await consumer.start()
             self._has_started = True
-            if lost_at is not None:
+            if self._outage.started_at is not None:
                 log.warning(
                     "Kafka available again after %.1f s; rejoining the group",
-                    time.monotonic() - lost_at,
+                    time.monotonic() - self._outage.started_at,
                 )
             task_status.started()
             await self._loop()
@@ -434,6 +432,8 @@ class Runner:
         """Ready once every assigned partition is restored; never while a rebalance runs."""
         self.is_ready = not is_rebalancing and not self._pending_restore
         self.health.set_ready(self.is_ready)
+        if self.is_ready:
+            self._outage.recover()  # joined and restored: a later fault is a new outage
 
     async def _write(
         self, tp: TopicPartition, records: list[Record]
