@@ -46,6 +46,7 @@ from stream_ctx.shell.recovery import read_changelogs
 from stream_ctx.shell.retry import Outage, is_transient
 from stream_ctx.shell.settings import Settings
 from stream_ctx.shell.topology import changelog_topic, topics_to_create
+from stream_ctx.shell.watchdog import STALL_AFTER_S, Progress
 
 log = logging.getLogger("stream_ctx.runner")
 
@@ -74,6 +75,8 @@ _MAX_BUSY_S = 0.005
 _SWEEP_INTERVAL_S = 30.0
 # Stopping a client sends a last request or two; with the broker gone they cannot be answered.
 _CLOSE_TIMEOUT_S = 5.0
+# Progress is judged this often: a stall is measured in minutes, the loop turns every 100 ms.
+_WATCH_INTERVAL_S = 1.0
 
 
 @dataclass(slots=True)
@@ -121,6 +124,7 @@ class Runner:
         metrics: Metrics | None = None,
         health: Health | None = None,
         history: History | None = None,
+        stall_after_s: float = STALL_AFTER_S,
     ) -> None:
         self.settings = settings
         self.history = history  # fed only when an inspector reads it
@@ -150,6 +154,8 @@ class Runner:
         # broker unreachable at startup is an error for whoever started us.
         self._has_started = False
         self._outage = Outage()
+        self._progress = Progress(stall_after_s=stall_after_s)
+        self.metrics.progress_clock(lambda: self._progress.seconds_since(time.monotonic()))
 
     @property
     def _kafka(self) -> _Clients:
@@ -271,8 +277,12 @@ class Runner:
     async def _loop(self) -> None:
         kafka = self.settings.kafka
         next_sweep = time.monotonic() + _SWEEP_INTERVAL_S
+        next_watch = time.monotonic()
         while not self.stop.is_set():
             self.health.beat()
+            if time.monotonic() >= next_watch:
+                self._watch()
+                next_watch = time.monotonic() + _WATCH_INTERVAL_S
             if self._pending_restore:
                 await self._restore(set(self._pending_restore))
                 continue
@@ -304,6 +314,10 @@ class Runner:
             )
             for error in failed:
                 log.error("%s", error)
+                # Judged by the watchdog from here: records wait behind it until someone acts.
+                self._next_offsets.setdefault(
+                    TopicPartition(error.topic, error.partition), error.offset
+                )
         return batch
 
     async def _next_offset(self, tp: TopicPartition) -> int:
@@ -403,6 +417,41 @@ class Runner:
             tokens_prefix_reused=stats.tokens_prefix_reused,
             latency_s=(time.time() * 1000 - finalized_ms) / 1000,
         )
+
+    def _watch(self) -> None:
+        """Judge progress: one WARNING and a red /healthz when a stall begins, one INFO when a
+        partition moves again."""
+        consumer, now = self._kafka.consumer, time.monotonic()
+        positions = {
+            tp: self._next_offsets[tp] for tp in self._processors if tp in self._next_offsets
+        }
+        highwaters = {tp: consumer.highwater(tp) for tp in positions}
+        was_stalled = self._progress.is_stalled
+        lags, is_new = self._progress.observe(
+            positions, {tp: mark for tp, mark in highwaters.items() if mark is not None}, now=now
+        )
+        if is_new:
+            reason = self._progress.stall(lags, now=now, why=self._waiting_on).describe()
+            log.warning("%s; /healthz reports stalled until one moves", reason)
+            self.health.set_stalled(reason)
+        elif was_stalled and not self._progress.is_stalled:
+            log.info("progressing again")
+            self.health.set_stalled(None)
+
+    def _waiting_on(self, tp: TopicPartition) -> str:
+        """What a partition with records waiting waits on, from what the member can see."""
+        consumer = self._kafka.consumer
+        if tp in consumer.paused():
+            return "its undecodable batch, paused: see the error logged for it"
+        answered_ms = consumer.last_poll_timestamp(tp)
+        if not answered_ms:
+            return "a first fetch response from the broker"
+        answered_s = time.time() - answered_ms / 1000
+        if answered_s >= _WATCH_INTERVAL_S + self.settings.kafka.fetch_max_wait_ms / 1000:
+            return f"a fetch response from the broker (the last came {answered_s:.0f} s ago)"
+        if self._checkpoint.in_flight:
+            return f"acknowledgements of {self._checkpoint.in_flight} writes"
+        return "records the broker's fetch responses do not hold"
 
     def window_of(self, conversation_id: str) -> tuple[list[RankedItem], int] | None:
         """A held conversation's window ranked at its partition's stream time, and that time."""
