@@ -9,7 +9,7 @@ writes the plot.
 
 The embedded broker's memory engine lists every stored batch of a partition on each fetch
 (docs/decisions/soak-stall.md): the soak polls at Kafka-like intervals and sends in larger
-batches so that its cost stays bounded for an hour.
+batches, which slows that cost's growth enough for an hour (not for much longer).
 """
 
 from __future__ import annotations
