@@ -65,6 +65,10 @@ def probe(
     return [f"worker {n}: {p}" for n, p in enumerate(found) if p is not None]
 
 
+# The reason line of a red /healthz; a longer body is not ours.
+_DETAIL_BYTES = 2048
+
+
 def _probe_one(url: str, *, timeout_s: float) -> str | None:
     """None when `url` answers 200, else one line saying what went wrong."""
     try:
@@ -72,7 +76,9 @@ def _probe_one(url: str, *, timeout_s: float) -> str | None:
         with urllib.request.urlopen(url, timeout=timeout_s) as response:  # noqa: S310
             status: int = response.status
     except urllib.error.HTTPError as exc:
-        return f"{url} answered {exc.code} {exc.reason}"
+        # /healthz says why it is red in its first line ("stalled: no progress for ...").
+        detail = exc.read(_DETAIL_BYTES).decode("utf-8", "replace").strip().partition("\n")[0]
+        return f"{url} answered {exc.code} {exc.reason}" + (f": {detail}" if detail else "")
     except (OSError, http.client.HTTPException) as exc:
         reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
         return f"{url} did not answer: {reason}"

@@ -105,6 +105,11 @@ class Metrics:
             ["topic", "partition"],
             registry=reg,
         )
+        self._since_progress = Gauge(
+            "stream_ctx_seconds_since_progress",
+            "Seconds since the member last moved a partition with records waiting (near 0 idle).",
+            registry=reg,
+        )
         for outcome in _ITEM_OUTCOMES:
             self._items.labels(outcome)  # so rates start from an explicit zero
         reg.register(_CacheCollector())
@@ -160,6 +165,10 @@ class Metrics:
         for topic, partition in partitions:
             self._lag.remove(topic, str(partition))
 
+    def progress_clock(self, seconds: Callable[[], float]) -> None:
+        """Read seconds since the last progress from `seconds` when scraped."""
+        self._since_progress.set_function(seconds)
+
     def render(self) -> bytes:
         """The Prometheus text exposition of every metric."""
         return generate_latest(self.registry)
@@ -205,6 +214,7 @@ class Health:
         self._clock = clock
         self._last_beat = clock()  # starting counts as alive, for as long as a stalled loop would
         self._is_ready = False
+        self._stalled: str | None = None
 
     def beat(self) -> None:
         """The processing loop is alive; call once per loop iteration."""
@@ -214,9 +224,22 @@ class Health:
         """Ready once partitions are assigned and restored; not ready while rebalancing."""
         self._is_ready = is_ready
 
+    def set_stalled(self, reason: str | None) -> None:
+        """Not alive while a reason is set: the loop turns, but no partition with records moves."""
+        self._stalled = reason
+
+    @property
+    def stalled_reason(self) -> str | None:
+        """Why the member is not alive, or None when it is."""
+        if self._stalled is not None:
+            return self._stalled
+        if self._clock() - self._last_beat > self._stale_after_s:
+            return f"the processing loop has not turned for {self._stale_after_s:.0f} s"
+        return None
+
     @property
     def is_alive(self) -> bool:
-        return self._clock() - self._last_beat <= self._stale_after_s
+        return self.stalled_reason is None
 
     @property
     def is_ready(self) -> bool:

@@ -3,7 +3,7 @@ wait between tries."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from aiokafka.errors import KafkaError, KafkaTimeoutError
 
@@ -36,3 +36,25 @@ class Backoff:
 
     def reset(self) -> None:
         self._next_s = 0.0
+
+
+@dataclass(slots=True)
+class Outage:
+    """The broker's unavailability across sessions: when it began and how long the next try
+    waits. `recover` ends it, so the next outage is new: logged again, from the first delay."""
+
+    backoff: Backoff = field(default_factory=Backoff)
+    started_at: float | None = None
+
+    def fail(self, *, now: float) -> tuple[float, bool]:
+        """A session failed at `now`: the delay before the next try, and whether it begins an
+        outage (True) or continues one."""
+        is_new = self.started_at is None
+        if is_new:
+            self.started_at = now
+        return self.backoff.next(), is_new
+
+    def recover(self) -> None:
+        """A session is working again (joined and restored)."""
+        self.started_at = None
+        self.backoff.reset()

@@ -44,9 +44,10 @@ from stream_ctx.shell.inspector.history import History
 from stream_ctx.shell.intake import read_event
 from stream_ctx.shell.metrics import Health, Metrics
 from stream_ctx.shell.recovery import read_changelogs
-from stream_ctx.shell.retry import Backoff, is_transient
+from stream_ctx.shell.retry import Outage, is_transient
 from stream_ctx.shell.settings import Settings
 from stream_ctx.shell.topology import changelog_topic, topics_to_create
+from stream_ctx.shell.watchdog import STALL_AFTER_S, Progress
 
 log = logging.getLogger("stream_ctx.runner")
 
@@ -75,6 +76,8 @@ _MAX_BUSY_S = 0.005
 _SWEEP_INTERVAL_S = 30.0
 # Stopping a client sends a last request or two; with the broker gone they cannot be answered.
 _CLOSE_TIMEOUT_S = 5.0
+# Progress is judged this often: a stall is measured in minutes, the loop turns every 100 ms.
+_WATCH_INTERVAL_S = 1.0
 
 
 @dataclass(slots=True)
@@ -122,6 +125,7 @@ class Runner:
         metrics: Metrics | None = None,
         health: Health | None = None,
         history: History | None = None,
+        stall_after_s: float = STALL_AFTER_S,
     ) -> None:
         self.settings = settings
         self.history = history  # fed only when an inspector reads it
@@ -150,6 +154,9 @@ class Runner:
         # Broker faults end a session and are retried only once one session has started: a
         # broker unreachable at startup is an error for whoever started us.
         self._has_started = False
+        self._outage = Outage()
+        self._progress = Progress(stall_after_s=stall_after_s)
+        self.metrics.progress_clock(lambda: self._progress.seconds_since(time.monotonic()))
 
     @property
     def _kafka(self) -> _Clients:
@@ -179,20 +186,19 @@ class Runner:
 
     async def _run_sessions(self, task_status: anyio.abc.TaskStatus[None]) -> None:
         """Sessions until stopped: a transient broker fault starts a new one after a backoff."""
-        backoff, lost_at = Backoff(), None
         while True:
             try:
-                await self._session(task_status, lost_at=lost_at)
+                await self._session(task_status)
                 break
             except Exception as exc:
                 if not is_transient(exc) or not self._has_started:
                     raise
+                self._mark_ready(is_rebalancing=True)  # not until a new session is restored
                 if self.stop.is_set():
                     log.warning("could not drain (%s); unflushed events are re-read", exc)
                     break
-                delay = backoff.next()
-                if lost_at is None:
-                    lost_at = time.monotonic()
+                delay, is_new = self._outage.fail(now=time.monotonic())
+                if is_new:
                     log.warning(
                         "Kafka unavailable (%s: %s); retrying with backoff from %.1f s, "
                         "then resuming from the last commit",
@@ -208,9 +214,7 @@ class Runner:
             if self.stop.is_set():
                 break
 
-    async def _session(
-        self, task_status: anyio.abc.TaskStatus[None], *, lost_at: float | None
-    ) -> None:
+    async def _session(self, task_status: anyio.abc.TaskStatus[None]) -> None:
         """One group membership: fresh clients and state, processing until stopped, then a
         drain; on a failure only the clients are closed (the next session re-reads)."""
         self._forget_session()
@@ -225,10 +229,10 @@ class Runner:
             consumer.subscribe(kafka.input_topics, listener=_Rebalance(self))
             await consumer.start()
             self._has_started = True
-            if lost_at is not None:
+            if self._outage.started_at is not None:
                 log.warning(
                     "Kafka available again after %.1f s; rejoining the group",
-                    time.monotonic() - lost_at,
+                    time.monotonic() - self._outage.started_at,
                 )
             task_status.started()
             await self._loop()
@@ -274,8 +278,12 @@ class Runner:
     async def _loop(self) -> None:
         kafka = self.settings.kafka
         next_sweep = time.monotonic() + _SWEEP_INTERVAL_S
+        next_watch = time.monotonic()
         while not self.stop.is_set():
             self.health.beat()
+            if time.monotonic() >= next_watch:
+                self._watch()
+                next_watch = time.monotonic() + _WATCH_INTERVAL_S
             if self._pending_restore:
                 await self._restore(set(self._pending_restore))
                 continue
@@ -307,6 +315,10 @@ class Runner:
             )
             for error in failed:
                 log.error("%s", error)
+                # Judged by the watchdog from here: records wait behind it until someone acts.
+                self._next_offsets.setdefault(
+                    TopicPartition(error.topic, error.partition), error.offset
+                )
         return batch
 
     async def _next_offset(self, tp: TopicPartition) -> int:
@@ -407,6 +419,41 @@ class Runner:
             latency_s=(time.time() * 1000 - finalized_ms) / 1000,
         )
 
+    def _watch(self) -> None:
+        """Judge progress: one WARNING and a red /healthz when a stall begins, one INFO when a
+        partition moves again."""
+        consumer, now = self._kafka.consumer, time.monotonic()
+        positions = {
+            tp: self._next_offsets[tp] for tp in self._processors if tp in self._next_offsets
+        }
+        highwaters = {tp: consumer.highwater(tp) for tp in positions}
+        was_stalled = self._progress.is_stalled
+        lags, is_new = self._progress.observe(
+            positions, {tp: mark for tp, mark in highwaters.items() if mark is not None}, now=now
+        )
+        if is_new:
+            reason = self._progress.stall(lags, now=now, why=self._waiting_on).describe()
+            log.warning("%s; /healthz reports stalled until one moves", reason)
+            self.health.set_stalled(reason)
+        elif was_stalled and not self._progress.is_stalled:
+            log.info("progressing again")
+            self.health.set_stalled(None)
+
+    def _waiting_on(self, tp: TopicPartition) -> str:
+        """What a partition with records waiting waits on, from what the member can see."""
+        consumer = self._kafka.consumer
+        if tp in consumer.paused():
+            return "its undecodable batch, paused: see the error logged for it"
+        answered_ms = consumer.last_poll_timestamp(tp)
+        if not answered_ms:
+            return "a first fetch response from the broker"
+        answered_s = time.time() - answered_ms / 1000
+        if answered_s >= _WATCH_INTERVAL_S + self.settings.kafka.fetch_max_wait_ms / 1000:
+            return f"a fetch response from the broker (the last came {answered_s:.0f} s ago)"
+        if self._checkpoint.in_flight:
+            return f"acknowledgements of {self._checkpoint.in_flight} writes"
+        return "records the broker's fetch responses do not hold"
+
     def window_of(self, conversation_id: str) -> tuple[list[RankedItem], int] | None:
         """A held conversation's window ranked at its partition's stream time, and that time."""
         for processor in self._processors.values():
@@ -435,6 +482,8 @@ class Runner:
         """Ready once every assigned partition is restored; never while a rebalance runs."""
         self.is_ready = not is_rebalancing and not self._pending_restore
         self.health.set_ready(self.is_ready)
+        if self.is_ready:
+            self._outage.recover()  # joined and restored: a later fault is a new outage
 
     async def _write(
         self, tp: TopicPartition, records: list[Record]

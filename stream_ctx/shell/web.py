@@ -41,8 +41,10 @@ def probe_routes(metrics: Metrics, health: Health) -> list[BaseRoute]:
         return Response(metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
     async def healthz(_: Request) -> Response:
-        is_ok = health.is_alive
-        return PlainTextResponse("ok\n" if is_ok else "stalled\n", 200 if is_ok else 503)
+        reason = health.stalled_reason
+        if reason is None:
+            return PlainTextResponse("ok\n")
+        return PlainTextResponse(f"stalled: {reason}\n", 503)
 
     async def readyz(_: Request) -> Response:
         is_ok = health.is_ready

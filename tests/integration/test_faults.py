@@ -164,3 +164,56 @@ async def test_broker_paused_past_the_request_timeout_member_stays_up_and_loses_
 def _has_every_bundle(ids: set[str]) -> Callable[[list[ConsumerRecord[bytes, bytes]]], bool]:
     """Whether every bundle id in `ids` arrived (repeats included)."""
     return lambda found: ids <= {msgspec.json.decode(r.value)["bundle_id"] for r in found}
+
+
+async def test_second_outage_is_new_warned_and_backs_off_from_the_first_delay(
+    own_broker: EmbeddedBroker,
+    unique_topic: Callable[[str], str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    client_kwargs: ClientKwargs = {"bootstrap_servers": own_broker.bootstrap_servers}
+    events = generate(22, PAUSE_SHAPE)
+    halves = [events[: len(events) // 2], events[len(events) // 2 :]]
+    source = unique_topic("in")
+    await create_input(client_kwargs, source, partitions=2)
+    settings = settings_for(
+        own_broker.bootstrap_servers,
+        input_topic=source,
+        output_topic=unique_topic("out"),
+        dlq_topic=unique_topic("dlq"),
+        group_id=unique_topic("group"),
+    )
+    kafka = msgspec.structs.replace(
+        settings.kafka,
+        session_timeout_ms=SESSION_TIMEOUT_MS,
+        client={"request_timeout_ms": REQUEST_TIMEOUT_MS, "retry_backoff_ms": 100},
+    )
+    runner = Runner(msgspec.structs.replace(settings, kafka=kafka))
+    caplog.set_level(logging.INFO, logger="stream_ctx")
+    with anyio.fail_after(2 * PAUSE_TEST_TIMEOUT_S):
+        async with anyio.create_task_group() as tasks:
+            await tasks.start(runner.run)
+            for outage, half in enumerate(halves, start=1):
+                bundles = runner.stats.bundles
+                await produce(client_kwargs, source, event_records(half))
+                for _ in range(int(PAUSE_TEST_TIMEOUT_S / FAST_POLL_S)):
+                    if runner.stats.bundles > bundles:
+                        break
+                    await anyio.sleep(FAST_POLL_S)
+                os.kill(own_broker.pid, signal.SIGSTOP)  # mid-backlog: sends and a commit fail
+                await anyio.sleep(PAUSE_S)
+                os.kill(own_broker.pid, signal.SIGCONT)
+                for _ in range(int(PAUSE_TEST_TIMEOUT_S / POLL_S)):
+                    is_back = caplog.text.count("Kafka available again") == outage
+                    if is_back and runner.is_ready:
+                        break  # noticed, recovered, and joined and restored again
+                    await anyio.sleep(POLL_S)
+            runner.stop.set()
+    starts = _outage_starts(caplog)
+    assert len(starts) == 2, caplog.text
+    assert all(r.levelno == logging.WARNING for r in starts)
+    assert all("retrying with backoff from 0.5 s" in r.getMessage() for r in starts)
+
+
+def _outage_starts(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.getMessage().startswith("Kafka unavailable")]

@@ -19,11 +19,13 @@ _PORT_TRIES = 50
 _HIGHEST_BASE = 65_535 - 8
 
 
-def _handler(status: int) -> type[http.server.BaseHTTPRequestHandler]:
+def _handler(status: int, body: bytes = b"") -> type[http.server.BaseHTTPRequestHandler]:
     class Answer(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             self.send_response(status if self.path == "/healthz" else 404)
+            self.send_header("Content-Length", str(len(body)))
             self.end_headers()
+            self.wfile.write(body)
 
         def log_message(self, format: str, *args: object) -> None:
             pass  # the probes' request lines would clutter the test output
@@ -51,8 +53,8 @@ def workers_answering(*statuses: int) -> Iterator[int]:
 
 
 @contextmanager
-def _serve(port: int, status: int) -> Iterator[int]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), _handler(status))
+def _serve(port: int, status: int, body: bytes = b"") -> Iterator[int]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), _handler(status, body))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -81,6 +83,15 @@ def test_one_worker_keeps_the_message_without_a_worker_number() -> None:
     with workers_answering(500) as port:
         assert probe(MetricsSettings(port=port)) == [
             f"http://127.0.0.1:{port}/healthz answered 500 Internal Server Error"
+        ]
+
+
+def test_a_red_healthz_reason_is_in_the_message() -> None:
+    reason = b"stalled: no progress for 301 s with records waiting: in/0 lag 7\n"
+    with _serve(0, 503, reason) as port:
+        assert probe(MetricsSettings(port=port)) == [
+            f"http://127.0.0.1:{port}/healthz answered 503 Service Unavailable: "
+            "stalled: no progress for 301 s with records waiting: in/0 lag 7"
         ]
 
 

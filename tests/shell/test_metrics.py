@@ -156,6 +156,7 @@ def test_every_metric_is_prefixed_and_documented() -> None:
         "stream_ctx_restore_duration_seconds": "histogram",
         "stream_ctx_restored_conversations": "counter",
         "stream_ctx_consumer_lag_records": "gauge",
+        "stream_ctx_seconds_since_progress": "gauge",
         "stream_ctx_cache_lookups": "counter",
         "stream_ctx_cache_entries": "gauge",
         "stream_ctx_cache_limit_entries": "gauge",
@@ -234,8 +235,22 @@ async def test_healthz_is_ok_while_the_loop_beats_and_503_once_it_stalls() -> No
             now[0] += 29.0
             assert await get(port, "/healthz") == (200, b"ok\n")
             now[0] += 2.0
-            assert await get(port, "/healthz") == (503, b"stalled\n")
+            stalled = b"stalled: the processing loop has not turned for 30 s\n"
+            assert await get(port, "/healthz") == (503, stalled)
             assert (await get(port, "/readyz"))[0] == 503  # a stalled loop serves no one
+
+
+async def test_healthz_is_red_with_the_watchdogs_reason_until_it_is_cleared() -> None:
+    health = Health()
+    health.set_ready(True)
+    with anyio.fail_after(_TEST_TIMEOUT_S):
+        async with serving(Metrics(), health) as port:
+            health.set_stalled("no progress for 301 s with records waiting: in/0 lag 7")
+            reason = b"stalled: no progress for 301 s with records waiting: in/0 lag 7\n"
+            assert await get(port, "/healthz") == (503, reason)
+            assert (await get(port, "/readyz"))[0] == 503
+            health.set_stalled(None)
+            assert await get(port, "/healthz") == (200, b"ok\n")
 
 
 async def test_unknown_paths_are_404_other_methods_405_and_head_has_no_body() -> None:
