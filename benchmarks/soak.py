@@ -1,6 +1,7 @@
 """Soak: `stream-ctx run` at half of its measured maximum for a long time; RSS, lag, latency.
 
-Run: .venv/bin/python benchmarks/soak.py [--minutes 60] [--sample-s 10] [--plot docs/soak.png]
+Run: .venv/bin/python benchmarks/soak.py [--minutes 60] [--sample-s 10]
+    [--plot docs/benchmarks/soak.png]
 First a backlog measures the maximum (events/s the processor drains); then a fresh topic gets
 events paced at `--fraction` of it while every `--sample-s` seconds the processor's RSS, the
 group's lag (high watermark minus committed offset), the finalize-to-bundle latencies of the
@@ -355,7 +356,7 @@ async def main() -> None:
     parser.add_argument("--minutes", type=float, default=60.0)
     parser.add_argument("--sample-s", type=float, default=10.0)
     parser.add_argument("--fraction", type=float, default=0.5, help="of the measured maximum")
-    parser.add_argument("--plot", type=Path, default=Path("docs/soak.png"))
+    parser.add_argument("--plot", type=Path, default=Path("docs/benchmarks/soak.png"))
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         async with embedded_broker() as broker:

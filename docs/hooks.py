@@ -75,6 +75,8 @@ SETTING_NOTES: dict[str, str] = {
     "metrics.history_events": "item outcomes kept per conversation for the inspector",
     "metrics.history_bundles": "bundles kept per conversation for the inspector",
     "metrics.history_conversations": "conversations the inspector keeps history for",
+    "metrics.stall_after_s": "the progress watchdog: partitions with records waiting that none"
+    " moved for this long turn `/healthz` red (see [health](../operations/health.md))",
     "serve.host": "the interface `stream-ctx serve` listens on; anything but loopback needs"
     " `[serve.tenants]`",
     "serve.port": "the HTTP API and MCP port (0 picks a free port)",

@@ -47,7 +47,7 @@ from stream_ctx.shell.recovery import read_changelogs
 from stream_ctx.shell.retry import Outage, is_transient
 from stream_ctx.shell.settings import Settings
 from stream_ctx.shell.topology import changelog_topic, topics_to_create
-from stream_ctx.shell.watchdog import STALL_AFTER_S, Progress
+from stream_ctx.shell.watchdog import Progress
 
 log = logging.getLogger("stream_ctx.runner")
 
@@ -125,7 +125,7 @@ class Runner:
         metrics: Metrics | None = None,
         health: Health | None = None,
         history: History | None = None,
-        stall_after_s: float = STALL_AFTER_S,
+        stall_after_s: float | None = None,
     ) -> None:
         self.settings = settings
         self.history = history  # fed only when an inspector reads it
@@ -155,6 +155,8 @@ class Runner:
         # broker unreachable at startup is an error for whoever started us.
         self._has_started = False
         self._outage = Outage()
+        if stall_after_s is None:
+            stall_after_s = settings.metrics.stall_after_s
         self._progress = Progress(stall_after_s=stall_after_s)
         self.metrics.progress_clock(lambda: self._progress.seconds_since(time.monotonic()))
 

@@ -87,6 +87,10 @@ class MetricsSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     history_events: Annotated[int, Meta(ge=1)] = 200
     history_bundles: Annotated[int, Meta(ge=1)] = 10
     history_conversations: Annotated[int, Meta(ge=1)] = 1000
+    # The progress watchdog: partitions with records waiting and none of them moved for this long
+    # turn /healthz red. Well above a normal pause (a rebalance, a broker paused for a minute, a
+    # restore of a large changelog).
+    stall_after_s: Annotated[float, Meta(gt=0)] = 300.0
 
 
 class ServeSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -8,11 +8,7 @@ from dataclasses import dataclass, field
 
 from aiokafka.structs import TopicPartition
 
-__all__ = ("STALL_AFTER_S", "Progress", "Stall")
-
-# Well above a normal pause: a rebalance (a session timeout and a join), a broker paused for a
-# minute, a restore of a large changelog (its partitions are not judged until restored).
-STALL_AFTER_S = 300.0
+__all__ = ("Progress", "Stall")
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +35,7 @@ class Progress:
     Progress is any such partition's position moving, or having no records waiting at all
     (idle). Time is a monotonic `now` in seconds, passed in."""
 
-    stall_after_s: float = STALL_AFTER_S
+    stall_after_s: float  # `metrics.stall_after_s`
     _positions: dict[TopicPartition, int] = field(default_factory=dict)
     _progress_at: float | None = None
     _is_stalled: bool = False
