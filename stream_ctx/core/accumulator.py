@@ -12,6 +12,15 @@ from stream_ctx.core.config import BundleConfig
 from stream_ctx.core.events import RetrievedItem
 from stream_ctx.core.scoring import lowest_ranked, priority, rank_key
 
+__all__ = (
+    "AddResult",
+    "AddStatus",
+    "BundleAccumulator",
+    "ContextItem",
+    "RankedItem",
+    "WindowCounters",
+)
+
 
 class ContextItem(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """An item held in a window; `entered` numbers arrivals so `stable` order can keep places.

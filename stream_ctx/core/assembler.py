@@ -13,6 +13,8 @@ from stream_ctx.core.render import Segment, is_sharing, render_lean, render_naiv
 from stream_ctx.core.repeats import plan_texts
 from stream_ctx.core.tokenizer import Tokenizer
 
+__all__ = ("Assembly", "DagContextAssembler")
+
 
 @dataclass(frozen=True, slots=True)
 class Assembly:

@@ -8,6 +8,8 @@ from stream_ctx.core.config import ContextFormat
 from stream_ctx.core.dag import SharedAttribute
 from stream_ctx.core.events import BundleMode, RenderOrder
 
+__all__ = ("Bundle", "BundleItem", "BundleStats")
+
 
 class BundleItem(msgspec.Struct, frozen=True, kw_only=True):
     """An included item: metadata in full, content as the ids of its blocks, in order."""

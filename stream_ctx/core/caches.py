@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from stream_ctx.core import dag, render
 from stream_ctx.core.tokenizer import shared_tokenizers
 
+__all__ = ("MEMOS", "CacheFigures", "cache_figures")
+
 
 @dataclass(frozen=True, slots=True)
 class CacheFigures:

@@ -10,6 +10,8 @@ import msgspec
 from stream_ctx.core.accumulator import ContextItem, WindowCounters
 from stream_ctx.core.delta import SentState
 
+__all__ = ("ConversationChange", "ConversationState", "ItemKey", "Restored")
+
 ItemKey = tuple[str, int]
 """An item's changelog identity: (item id, revision)."""
 

@@ -10,6 +10,8 @@ from stream_ctx.core.bundle import Bundle
 from stream_ctx.core.events import Event
 from stream_ctx.errors import InvalidEventError
 
+__all__ = ("decode_event", "encode_bundle")
+
 _event_decoder = msgspec.json.Decoder(Event)
 _raw_decoder = msgspec.json.Decoder()
 _encoder = msgspec.json.Encoder()

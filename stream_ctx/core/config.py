@@ -10,6 +10,8 @@ from stream_ctx.core.events import BundleMode, RenderOrder
 from stream_ctx.core.tokenizer import EncodingName
 from stream_ctx.errors import ConfigError
 
+__all__ = ("PRESETS", "BundleConfig", "ContextFormat", "bundle_config_from_table")
+
 ContextFormat = Literal["lean"]
 # The seed allows the two weights to drift this far from summing to 1.0.
 _WEIGHT_SUM_TOLERANCE = 0.2

@@ -20,6 +20,8 @@ import msgspec
 from stream_ctx.core.accumulator import ContextItem
 from stream_ctx.core.plan import Ref, TextPlan
 
+__all__ = ("SharedAttribute", "StateDag", "block_id")
+
 # 48 bits: collision-free in practice for the few thousand blocks a bundle holds.
 _BLOCK_ID_BYTES = 6
 

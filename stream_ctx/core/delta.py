@@ -26,6 +26,20 @@ from stream_ctx.core.reader import ContextSyntaxError, ReadItem, read_context
 from stream_ctx.core.render import Segment, render_lean
 from stream_ctx.core.tokenizer import Tokenizer
 
+__all__ = (
+    "DROPPED_LEAD",
+    "KEPT_LEAD",
+    "Delta",
+    "SentEntry",
+    "SentState",
+    "digest",
+    "pack_sent",
+    "plan_delta",
+    "read_delta",
+    "sent_after",
+    "unpack_sent",
+)
+
 KEPT_LEAD = "Still applies: "
 DROPPED_LEAD = "No longer applies: "
 _LINES = re.compile(f"{KEPT_LEAD}(?P<kept>.*)\n(?:{DROPPED_LEAD}(?P<dropped>.*)\n)?")

@@ -6,6 +6,20 @@ from typing import Annotated, Literal
 
 import msgspec
 
+__all__ = (
+    "BundleMode",
+    "End",
+    "EpochMs",
+    "Event",
+    "Finalize",
+    "History",
+    "NonEmpty",
+    "RenderOrder",
+    "Retrieval",
+    "RetrievedItem",
+    "Salience",
+)
+
 Salience = Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
 EpochMs = Annotated[int, msgspec.Meta(ge=0)]
 NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]

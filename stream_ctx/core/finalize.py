@@ -14,6 +14,8 @@ from stream_ctx.core.events import Finalize
 from stream_ctx.core.prefix import tokens_prefix_reused
 from stream_ctx.core.tokenizer import Tokenizer
 
+__all__ = ("Conversation", "Finalized", "finalize")
+
 
 @dataclass(frozen=True, slots=True)
 class Finalized:

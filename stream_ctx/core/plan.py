@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+__all__ = ("DIFF_LEAD", "Piece", "Ref", "TextPlan", "resolve")
+
 DIFF_LEAD = "[§{} with changes:]\n"
 
 

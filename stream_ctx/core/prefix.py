@@ -15,6 +15,8 @@ from stream_ctx.core.render import Segment
 from stream_ctx.core.textmatch import common_run
 from stream_ctx.core.tokenizer import FORCED_JOINT, Tokenizer
 
+__all__ = ("pack_context", "tokens_prefix_reused", "unpack_context")
+
 # Fast and still ~3x on prose: the kept context costs about a third of its size.
 _ZLIB_LEVEL = 1
 

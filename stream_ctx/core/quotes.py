@@ -12,6 +12,8 @@ import re
 from collections.abc import Iterator
 from functools import lru_cache
 
+__all__ = ("choose_quotes", "find_passage", "rough_tokens", "unit_ends")
+
 # A unit ends after a newline, or after a sentence's last mark (and any closing quote or
 # bracket) and the blanks after it, where more text follows on the same line.
 _UNIT_END = re.compile(r"\n|(?<=[.!?])[\"')\]]*[ \t]+(?=\S)")

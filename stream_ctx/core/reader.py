@@ -12,6 +12,8 @@ from stream_ctx.core.render import LOOSE_ID, LOOSE_VALUE, stem_of
 from stream_ctx.core.rerun import HunkError, apply_hunks
 from stream_ctx.errors import StreamCtxError
 
+__all__ = ("ContextSyntaxError", "ReadItem", "Reference", "read_context", "read_references")
+
 _BARE = re.compile(r'[^\s\[\](){}=;,#"@|`\\^«»~-][^\s\[\](){}=;,#"@|`\\«»]*')
 _LEAD = re.compile(r"§(\d+) ")
 _BODY_TOKEN = re.compile(r'(?m)^\\(?=\\*§\d)|\[\\(?=\\*§)|\[§(\d+)(?: "(.*?)"…"(.*?)")?\]')

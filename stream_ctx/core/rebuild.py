@@ -17,6 +17,8 @@ from stream_ctx.core.prefix import pack_context, tokens_prefix_reused
 from stream_ctx.core.tokenizer import get_tokenizer
 from stream_ctx.errors import StreamCtxError
 
+__all__ = ("DeltaBaseError", "rebuild_full")
+
 
 class DeltaBaseError(StreamCtxError):
     """A delta bundle cannot be rebuilt from the bundle given as its base."""

@@ -29,6 +29,24 @@ from stream_ctx.core.accumulator import ContextItem
 from stream_ctx.core.plan import DIFF_LEAD, Ref, TextPlan
 from stream_ctx.core.quotes import rough_tokens
 
+__all__ = (
+    "LOOSE_ID",
+    "LOOSE_VALUE",
+    "READING_GUIDE",
+    "Priced",
+    "Segment",
+    "atom",
+    "attribute_difference",
+    "header_parts",
+    "is_sharing",
+    "loose_atom",
+    "naive_entry",
+    "render_lean",
+    "render_naive",
+    "stem_of",
+    "tag_difference",
+)
+
 Segment = tuple[Hashable, str]
 
 READING_GUIDE = (

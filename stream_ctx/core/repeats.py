@@ -22,6 +22,8 @@ from stream_ctx.core.plan import DIFF_LEAD, Piece, Ref, TextPlan
 from stream_ctx.core.quotes import choose_quotes, rough_tokens, unit_ends
 from stream_ctx.core.rerun import rerun
 
+__all__ = ("Units", "plan_texts", "split_units")
+
 # A passage shorter than this is written out: looking it up would cost the reader more.
 _MIN_PASSAGE_CHARS = 24
 # A reference must save at least this many tokens (roughly counted) over the passage.

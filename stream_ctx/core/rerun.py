@@ -13,6 +13,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 
+__all__ = ("HUNK_LEAD", "HunkError", "Rerun", "apply_hunks", "rerun")
+
 HUNK_LEAD = "@@"
 # Unchanged lines around each change, tried in turn until every hunk is found where it belongs.
 _CONTEXTS = (1, 2, 3)

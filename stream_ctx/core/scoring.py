@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+__all__ = ("MS_PER_DAY", "Weights", "lowest_ranked", "priority", "rank_key", "recency")
+
 MS_PER_DAY = 86_400_000
 
 

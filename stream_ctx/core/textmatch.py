@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TypeVar
 
+__all__ = ("T", "common_run")
+
 T = TypeVar("T", str, Sequence[int])
 
 # Slices this long are compared first, then halved: long equal runs cost a few C comparisons.

@@ -19,6 +19,19 @@ import tiktoken
 from stream_ctx.bpe_bindings import bindings
 from stream_ctx.errors import ConfigError
 
+__all__ = (
+    "ENCODINGS",
+    "FORCED_JOINT",
+    "O200K_PATTERN",
+    "BpeTokenizer",
+    "EncodingName",
+    "TiktokenTokenizer",
+    "Tokenizer",
+    "get_tokenizer",
+    "ordinary_ranks",
+    "shared_tokenizers",
+)
+
 FORCED_JOINT = re.compile(r"(?<=\n)(?=\S)")
 """A newline before a non-space character: both encodings' pre-tokenizers always split there."""
 EncodingName = Literal["cl100k_base", "o200k_base"]
