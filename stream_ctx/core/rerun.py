@@ -13,6 +13,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 
+from stream_ctx.errors import StreamCtxError
+
 __all__ = ("HUNK_LEAD", "HunkError", "Rerun", "apply_hunks", "rerun")
 
 HUNK_LEAD = "@@"
@@ -20,7 +22,7 @@ HUNK_LEAD = "@@"
 _CONTEXTS = (1, 2, 3)
 
 
-class HunkError(ValueError):
+class HunkError(StreamCtxError):
     """Hunks that do not apply to the text they were written against."""
 
 

@@ -6,8 +6,9 @@ import msgspec
 import pytest
 
 from stream_ctx.errors import ConfigError
+from stream_ctx.shell.inspector.routes import is_local
 from stream_ctx.shell.serve.store import BundleHead, BundleStore, Kept
-from stream_ctx.shell.serve.tenant import Tenants, is_loopback
+from stream_ctx.shell.serve.tenant import Tenants
 from stream_ctx.shell.serve.wire import FinalizeRequest, describe_error
 from stream_ctx.shell.settings import load_settings
 
@@ -70,7 +71,7 @@ def test_no_tenants_means_open_on_loopback_only() -> None:
     tenants.check_host("::1")
     with pytest.raises(ConfigError, match=r"`serve.host` is '0.0.0.0'.*\[serve.tenants.<name>\]"):
         tenants.check_host("0.0.0.0")  # noqa: S104 - the binding under test
-    assert is_loopback("localhost") and not is_loopback("example.org")
+    assert is_local("localhost") and not is_local("example.org")
 
 
 def test_token_from_the_environment() -> None:

@@ -8,15 +8,15 @@ exactly as one for an unknown conversation, so ids do not leak.
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from stream_ctx.errors import ConfigError
+from stream_ctx.shell.inspector.routes import is_local
 
-__all__ = ("Tenant", "Tenants", "is_loopback")
+__all__ = ("Tenant", "Tenants")
 
 _KEYS = ("token", "token_env", "prefixes")
 
@@ -51,7 +51,7 @@ class Tenants:
 
     def check_host(self, host: str) -> None:
         """Refuse to serve beyond this machine with no tokens to check."""
-        if self.is_open and not is_loopback(host):
+        if self.is_open and not is_local(host):
             raise ConfigError(
                 f"`serve.host` is {host!r}, reachable beyond this machine, but no"
                 " `[serve.tenants.<name>]` with a token and prefixes is configured; add one, or"
@@ -75,16 +75,6 @@ class Tenants:
             return True
         tenant = self.tenant_of(authorization)
         return tenant is not None and conversation_id.startswith(tenant.prefixes)
-
-
-def is_loopback(host: str) -> bool:
-    """127.0.0.0/8, ::1 or localhost."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _tenant(name: str, entry: object, environ: Mapping[str, str]) -> Tenant:
