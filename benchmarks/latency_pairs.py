@@ -33,8 +33,8 @@ import latency_stages
 import suite_latency
 import suite_load as load
 
-from stream_ctx.shell.admin import ClientKwargs, TopicSpec, ensure_topics
-from stream_ctx.shell.broker import embedded_broker
+from stream_ctx.shell.kafka.admin import ClientKwargs, TopicSpec, ensure_topics
+from stream_ctx.shell.kafka.embedded import embedded_broker
 
 ROOT = Path(__file__).resolve().parent.parent
 # Its sitecustomize.py times a run's stages when LATENCY_PROBE_DIR is set.

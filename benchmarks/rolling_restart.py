@@ -31,9 +31,9 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from stream_ctx.core.config import BundleConfig
 from stream_ctx.core.events import Event
-from stream_ctx.shell.admin import TopicSpec, ensure_topics
-from stream_ctx.shell.broker import embedded_broker
-from stream_ctx.shell.replay import replay
+from stream_ctx.shell.commands.replay import replay
+from stream_ctx.shell.kafka.admin import TopicSpec, ensure_topics
+from stream_ctx.shell.kafka.embedded import embedded_broker
 from stream_ctx.workload import WorkloadShape, generate
 
 MEMBERS = 3
@@ -84,7 +84,14 @@ class Member:
         )
         with (self._workdir / f"{name}.log").open("wb") as log:
             process = subprocess.Popen(
-                [sys.executable, "-m", "stream_ctx.shell.cli", "run", "--config", str(config)],
+                [
+                    sys.executable,
+                    "-m",
+                    "stream_ctx.shell.commands.cli",
+                    "run",
+                    "--config",
+                    str(config),
+                ],
                 stdout=subprocess.DEVNULL,
                 stderr=log,
             )

@@ -29,8 +29,8 @@ import httpx
 import msgspec
 
 from stream_ctx.core.events import Retrieval
-from stream_ctx.shell.admin import TopicSpec, ensure_topics
-from stream_ctx.shell.broker import embedded_broker
+from stream_ctx.shell.kafka.admin import TopicSpec, ensure_topics
+from stream_ctx.shell.kafka.embedded import embedded_broker
 from stream_ctx.shell.serve.store import BundleStore, Kept
 from stream_ctx.workload import WorkloadShape, generate
 
@@ -144,7 +144,7 @@ class _process:
         self._argv = [
             sys.executable,
             "-m",
-            "stream_ctx.shell.cli",
+            "stream_ctx.shell.commands.cli",
             command,
             "--config",
             str(config),

@@ -33,8 +33,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.structs import TopicPartition
 
 from stream_ctx.core.events import Event, Finalize
-from stream_ctx.shell.admin import TopicSpec, ensure_topics
-from stream_ctx.shell.broker import embedded_broker
+from stream_ctx.shell.kafka.admin import TopicSpec, ensure_topics
+from stream_ctx.shell.kafka.embedded import embedded_broker
 from stream_ctx.workload import WorkloadShape, generate
 
 PARTITIONS = 4
@@ -136,7 +136,7 @@ class Processor:
     def __init__(self, config: Path, log: Path) -> None:
         self._log = log.open("wb")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "stream_ctx.shell.cli", "run", "--config", str(config)],
+            [sys.executable, "-m", "stream_ctx.shell.commands.cli", "run", "--config", str(config)],
             stdout=subprocess.DEVNULL,
             stderr=self._log,
         )

@@ -35,8 +35,8 @@ import suite_report as report
 from suite_child import RESULT_PREFIX, median_run, rates
 
 from stream_ctx.core.events import Event, Finalize
-from stream_ctx.shell.admin import ClientKwargs, TopicSpec, ensure_topics
-from stream_ctx.shell.broker import embedded_broker
+from stream_ctx.shell.kafka.admin import ClientKwargs, TopicSpec, ensure_topics
+from stream_ctx.shell.kafka.embedded import embedded_broker
 
 ROOT = Path(__file__).resolve().parent.parent
 CHILD = Path(__file__).resolve().parent / "suite_child.py"

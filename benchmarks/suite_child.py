@@ -28,9 +28,9 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListen
 from aiokafka.structs import OffsetAndMetadata, TopicPartition
 
 from stream_ctx.core.tokenizer import get_tokenizer
-from stream_ctx.shell.metrics import Health, Metrics
-from stream_ctx.shell.runner import Runner
-from stream_ctx.shell.settings import KafkaSettings, Settings
+from stream_ctx.settings import KafkaSettings, Settings
+from stream_ctx.shell.http.metrics import Health, Metrics
+from stream_ctx.shell.processing.runner import Runner
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import suite_profile
@@ -178,7 +178,7 @@ async def run_runner(spec: dict[str, Any]) -> dict[str, Any]:
                     "decode_event": ("stream_ctx/core/codec.py", "decode_event"),
                     "encode_bundle": ("stream_ctx/core/codec.py", "encode_bundle"),
                     "BundleAccumulator.add": ("stream_ctx/core/accumulator.py", "add"),
-                    "ChangelogWrites.of": ("stream_ctx/shell/changelog.py", "of"),
+                    "ChangelogWrites.of": ("stream_ctx/shell/state/changelog.py", "of"),
                     "tokens_prefix_reused": ("stream_ctx/core/prefix.py", "tokens_prefix_reused"),
                 },
             ),

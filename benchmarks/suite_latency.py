@@ -27,7 +27,7 @@ import suite_load as load
 from anyio.abc import Process
 
 from stream_ctx.core.events import Event
-from stream_ctx.shell.admin import ClientKwargs
+from stream_ctx.shell.kafka.admin import ClientKwargs
 
 # SIGTERM gives `stream-ctx run` 30 s to drain; past 40 s it is hung.
 CLI_STOP_TIMEOUT_S = 40.0
@@ -81,7 +81,7 @@ def write_config(
 async def open_run(config: Path, log: BinaryIO, env: Mapping[str, str]) -> Process:
     """`stream-ctx run --config CONFIG` as a process of its own, its output into `log`."""
     return await anyio.open_process(
-        [sys.executable, "-m", "stream_ctx.shell.cli", "run", "--config", str(config)],
+        [sys.executable, "-m", "stream_ctx.shell.commands.cli", "run", "--config", str(config)],
         stdout=log,
         stderr=subprocess.STDOUT,
         env=env,
@@ -165,8 +165,8 @@ async def _measure_alone(
     """Phase 3 on its own broker, at `fractions` of a given max (before/after comparisons)."""
     from suite import SEED, Sizes
 
-    from stream_ctx.shell.admin import TopicSpec, ensure_topics
-    from stream_ctx.shell.broker import embedded_broker
+    from stream_ctx.shell.kafka.admin import TopicSpec, ensure_topics
+    from stream_ctx.shell.kafka.embedded import embedded_broker
 
     partitions, session_timeout_ms = Sizes.partitions, Sizes.session_timeout_ms
     out = Path(tempfile.mkdtemp(prefix="suite-latency-"))

@@ -21,8 +21,8 @@ from aiokafka.structs import TopicPartition
 
 from stream_ctx.core.events import Event, Finalize, Retrieval, RetrievedItem
 from stream_ctx.realtext import documents
-from stream_ctx.shell.admin import ClientKwargs
-from stream_ctx.shell.settings import KafkaSettings
+from stream_ctx.settings import KafkaSettings
+from stream_ctx.shell.kafka.admin import ClientKwargs
 from stream_ctx.workload import WorkloadShape, generate, passage
 
 Record = tuple[bytes, bytes]

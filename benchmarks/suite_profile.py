@@ -19,7 +19,7 @@ Func = tuple[str, int, str]
 
 # Stage of a function, by (path fragment, function name or "*" for the whole module); first match.
 _RULES: tuple[tuple[str, str, str], ...] = (
-    ("stream_ctx/shell/intake.py", "*", "decode"),
+    ("stream_ctx/shell/processing/intake.py", "*", "decode"),
     ("stream_ctx/core/codec.py", "decode_event", "decode"),
     ("stream_ctx/core/codec.py", "encode_bundle", "encode"),
     ("stream_ctx/core/accumulator.py", "add", "accumulate"),
@@ -29,9 +29,9 @@ _RULES: tuple[tuple[str, str, str], ...] = (
     ("/tiktoken/", "*", "tokenize"),
     ("stream_ctx/core/render.py", "*", "render"),
     ("stream_ctx/core/prefix.py", "*", "prefix reuse"),
-    ("stream_ctx/shell/changelog.py", "*", "changelog records"),
+    ("stream_ctx/shell/state/changelog.py", "*", "changelog records"),
     ("stream_ctx/core/processor.py", "take_changes", "changelog records"),
-    ("stream_ctx/shell/metrics.py", "*", "metrics"),
+    ("stream_ctx/shell/http/metrics.py", "*", "metrics"),
     ("/prometheus_client/", "*", "metrics"),
     ("/aiokafka/", "*", "Kafka I/O (aiokafka)"),
     ("stream_ctx/core/", "*", "core, other (ranking, bundle assembly)"),

@@ -15,7 +15,7 @@ from typing import Any
 import jinja2
 from suite_load import COLLECT_WAIT_MS
 
-from stream_ctx.shell.settings import config_keys
+from stream_ctx.settings import config_keys
 
 Results = dict[str, Any]
 # The page's prose, with the tables below filled in; `fmt` is Python's format spec.

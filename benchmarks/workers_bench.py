@@ -31,8 +31,8 @@ import suite_load as load
 from suite_latency import CLI_STOP_TIMEOUT_S, write_config
 
 from stream_ctx.core.events import Finalize
-from stream_ctx.shell.admin import ClientKwargs, TopicSpec, ensure_topics
-from stream_ctx.shell.broker import embedded_broker
+from stream_ctx.shell.kafka.admin import ClientKwargs, TopicSpec, ensure_topics
+from stream_ctx.shell.kafka.embedded import embedded_broker
 from stream_ctx.workload import TEXTS
 
 SEED = 2026
@@ -41,7 +41,7 @@ PARTITIONS = 4
 SESSION_TIMEOUT_MS = 6_000
 # A drain of the default backlog takes well under a minute even on one loaded core.
 DRAIN_TIMEOUT_S = 300.0
-_RUN = (sys.executable, "-m", "stream_ctx.shell.cli", "run")
+_RUN = (sys.executable, "-m", "stream_ctx.shell.commands.cli", "run")
 
 
 def _children_cpu_s() -> float:

@@ -25,11 +25,10 @@ from stream_ctx.core.bundle import Bundle
 from stream_ctx.core.config import PRESETS, bundle_config_from_table
 from stream_ctx.core.events import Event
 from stream_ctx.errors import ConfigError
-from stream_ctx.shell import cli
-from stream_ctx.shell.config_keys import Key, expected
-from stream_ctx.shell.connection import CLIENT_KEYS
-from stream_ctx.shell.replay import replay
-from stream_ctx.shell.settings import ENV_PREFIX, config_keys, load_settings
+from stream_ctx.settings import CLIENT_KEYS, ENV_PREFIX, config_keys, load_settings
+from stream_ctx.settings.keys import Key, expected
+from stream_ctx.shell.commands import cli
+from stream_ctx.shell.commands.replay import replay
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "readme.jsonl"
@@ -221,7 +220,7 @@ def cli_page() -> str:
 
 def metrics_page() -> str:
     """Every Prometheus metric a `run` serves on `/metrics`, from its registry."""
-    from stream_ctx.shell.metrics import Metrics
+    from stream_ctx.shell.http.metrics import Metrics
 
     registry = Metrics().registry
     declared = {  # prometheus_client keeps a metric's label names on the metric object only

@@ -42,8 +42,7 @@ from stream_ctx.core.events import (
 )
 from stream_ctx.core.rebuild import rebuild_full
 from stream_ctx.errors import BrokerError, MissingTopicError, StreamCtxError
-from stream_ctx.shell.connection import client_kwargs
-from stream_ctx.shell.settings import KafkaSettings
+from stream_ctx.settings import KafkaSettings, client_kwargs
 
 __all__ = ("DEFAULT_TIMEOUT_S", "BundleTimeoutError", "ClientError", "ClientStats", "ContextClient")
 

@@ -9,8 +9,8 @@ from collections.abc import Callable, Iterator
 import pytest
 from hypothesis import Phase, settings
 
-from stream_ctx.shell.admin import ClientKwargs
-from stream_ctx.shell.broker import EmbeddedBroker
+from stream_ctx.shell.kafka.admin import ClientKwargs
+from stream_ctx.shell.kafka.embedded import EmbeddedBroker
 
 # `mutmut run` (docs/development/mutation.md) selects this: a mutant's first failing example
 # kills it, so no time goes on shrinking, and no example saved for one mutant decides another's

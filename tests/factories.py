@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from stream_ctx.core.accumulator import ContextItem
 from stream_ctx.core.events import End, Finalize, Retrieval, RetrievedItem
-from stream_ctx.shell.changelog import ChangelogWrites
+from stream_ctx.shell.state.changelog import ChangelogWrites
 
 T0 = 1_764_480_000_000
 """A fixed event time (2025-11-30T05:20:00Z) so no test depends on the clock."""

@@ -24,7 +24,8 @@ def _install(folder: str) -> None:
     import msgspec
     from aiokafka.producer import sender
 
-    from stream_ctx.shell import clients, runner
+    from stream_ctx.shell.kafka import clients
+    from stream_ctx.shell.processing import runner
 
     # Open for the process's life; line-buffered, so a killed run keeps what it wrote.
     out = open(os.path.join(folder, f"{os.getpid()}.jsonl"), "a", buffering=1)

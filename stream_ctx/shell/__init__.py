@@ -1,1 +1,2 @@
-"""The async shell: Kafka I/O, state persistence, the runner and the command line."""
+"""The async shell around the pure core: Kafka I/O (kafka/), state (state/), the processor
+(processing/), the HTTP server (http/), `stream-ctx serve` (serve/) and the CLI (commands/)."""

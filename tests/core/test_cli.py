@@ -16,7 +16,7 @@ from stream_ctx.core.codec import decode_event, encode_bundle
 from stream_ctx.core.config import BundleConfig
 from stream_ctx.core.events import Finalize
 from stream_ctx.core.processor import ContextProcessor
-from stream_ctx.shell.cli import main
+from stream_ctx.shell.commands.cli import main
 from tests.factories import T0
 
 SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "events.jsonl"

@@ -22,7 +22,7 @@ from stream_ctx.core.rebuild import DeltaBaseError, rebuild_full
 from stream_ctx.core.tokenizer import BpeTokenizer, get_tokenizer
 from stream_ctx.errors import ConfigError, InvalidEventError
 from stream_ctx.realtext import workload
-from stream_ctx.shell.changelog import ChangelogWrites, RestoredPartition
+from stream_ctx.shell.state.changelog import ChangelogWrites, RestoredPartition
 from stream_ctx.workload import WorkloadShape, generate
 from tests.factories import make_finalize, make_item, make_retrieval, written
 

@@ -14,8 +14,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.structs import ConsumerRecord, TopicPartition
 
 from stream_ctx.core.events import Event
-from stream_ctx.shell.admin import ClientKwargs, TopicSpec, ensure_topics
-from stream_ctx.shell.settings import ENV_PREFIX, KafkaSettings, Settings
+from stream_ctx.settings import ENV_PREFIX, KafkaSettings, Settings
+from stream_ctx.shell.kafka.admin import ClientKwargs, TopicSpec, ensure_topics
 
 
 async def create_input(client_kwargs: ClientKwargs, topic: str, partitions: int = 3) -> None:
@@ -189,7 +189,7 @@ def write_config(path: Path, settings: Settings) -> Path:
 
 def cli_command(config: Path) -> list[str]:
     """`stream-ctx run --config FILE`, through this interpreter so the venv's package is used."""
-    return [sys.executable, "-m", "stream_ctx.shell.cli", "run", "--config", str(config)]
+    return [sys.executable, "-m", "stream_ctx.shell.commands.cli", "run", "--config", str(config)]
 
 
 def cli_environment() -> dict[str, str]:

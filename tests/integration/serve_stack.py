@@ -12,10 +12,10 @@ import anyio
 import msgspec
 
 from stream_ctx.core.events import Retrieval
-from stream_ctx.shell.admin import TopicSpec, ensure_topics
-from stream_ctx.shell.broker import EmbeddedBroker
-from stream_ctx.shell.runner import Runner
-from stream_ctx.shell.settings import ServeSettings, Settings
+from stream_ctx.settings import ServeSettings, Settings
+from stream_ctx.shell.kafka.admin import TopicSpec, ensure_topics
+from stream_ctx.shell.kafka.embedded import EmbeddedBroker
+from stream_ctx.shell.processing.runner import Runner
 from tests.factories import make_item
 from tests.integration.kafka_io import event_records, produce, settings_for
 

@@ -15,8 +15,8 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from stream_ctx.errors import BrokerError, ConfigError, MissingTopicError
-from stream_ctx.shell.admin import ClientKwargs, TopicSpec, ensure_topics, partition_counts
-from stream_ctx.shell.broker import EmbeddedBroker, embedded_broker
+from stream_ctx.shell.kafka.admin import ClientKwargs, TopicSpec, ensure_topics, partition_counts
+from stream_ctx.shell.kafka.embedded import EmbeddedBroker, embedded_broker
 
 # Every step here takes milliseconds on loopback; 10 s only catches a hang.
 TIMEOUT_S = 10.0

@@ -16,10 +16,10 @@ from stream_ctx.core.codec import encode_bundle
 from stream_ctx.core.config import BundleConfig
 from stream_ctx.core.processor import ContextProcessor
 from stream_ctx.errors import BrokerError, InvalidEventError, MissingTopicError
-from stream_ctx.shell.admin import ClientKwargs, TopicSpec, ensure_topics
-from stream_ctx.shell.broker import EmbeddedBroker
-from stream_ctx.shell.runner import Runner
-from stream_ctx.shell.settings import KafkaSettings
+from stream_ctx.settings import KafkaSettings
+from stream_ctx.shell.kafka.admin import ClientKwargs, TopicSpec, ensure_topics
+from stream_ctx.shell.kafka.embedded import EmbeddedBroker
+from stream_ctx.shell.processing.runner import Runner
 from tests.factories import T0, make_finalize, make_item, make_retrieval
 from tests.integration.kafka_io import produce, settings_for
 

@@ -41,7 +41,7 @@ def read_until(process: subprocess.Popen[bytes], pattern: str, timeout_s: float)
 
 def test_ctrl_c_on_demo_prints_interrupted_and_the_summary_so_far_and_exits() -> None:
     process = subprocess.Popen(
-        [sys.executable, "-m", "stream_ctx.shell.cli", "demo", "--conversations", "200"],
+        [sys.executable, "-m", "stream_ctx.shell.commands.cli", "demo", "--conversations", "200"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,  # a group of its own, like a shell job

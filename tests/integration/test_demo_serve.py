@@ -34,7 +34,7 @@ async def _get_context(url: str, conversation_id: str) -> CallToolResult:
 def test_demo_serve_prints_a_curl_line_and_an_mcp_endpoint_that_work() -> None:
     demo = ["demo", "--serve", "--serve-port", "0", "--conversations", "2"]
     process = subprocess.Popen(
-        [sys.executable, "-m", "stream_ctx.shell.cli", *demo],
+        [sys.executable, "-m", "stream_ctx.shell.commands.cli", *demo],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,

@@ -11,10 +11,10 @@ from aiokafka.structs import ConsumerRecord
 
 from stream_ctx.core.config import BundleConfig
 from stream_ctx.core.events import Event, Finalize
-from stream_ctx.shell.admin import ClientKwargs
-from stream_ctx.shell.broker import EmbeddedBroker
-from stream_ctx.shell.runner import Runner, RunnerStats
-from stream_ctx.shell.settings import Settings
+from stream_ctx.settings import Settings
+from stream_ctx.shell.kafka.admin import ClientKwargs
+from stream_ctx.shell.kafka.embedded import EmbeddedBroker
+from stream_ctx.shell.processing.runner import Runner, RunnerStats
 from stream_ctx.workload import WorkloadShape, generate
 from tests.integration.kafka_io import (
     bundles_by_id,

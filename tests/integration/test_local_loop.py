@@ -17,8 +17,8 @@ import pytest
 
 from stream_ctx.core.codec import decode_event
 from stream_ctx.core.events import Finalize
-from stream_ctx.shell.broker import EmbeddedBroker
-from stream_ctx.shell.settings import load_settings
+from stream_ctx.settings import load_settings
+from stream_ctx.shell.kafka.embedded import EmbeddedBroker
 from tests.integration.kafka_io import create_input
 
 REPO = Path(__file__).resolve().parents[2]

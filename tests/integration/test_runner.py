@@ -10,10 +10,10 @@ import msgspec
 
 from stream_ctx.core.config import BundleConfig
 from stream_ctx.core.events import Finalize
-from stream_ctx.shell.admin import ClientKwargs
-from stream_ctx.shell.broker import EmbeddedBroker
-from stream_ctx.shell.replay import replay
-from stream_ctx.shell.runner import Runner
+from stream_ctx.shell.commands.replay import replay
+from stream_ctx.shell.kafka.admin import ClientKwargs
+from stream_ctx.shell.kafka.embedded import EmbeddedBroker
+from stream_ctx.shell.processing.runner import Runner
 from stream_ctx.workload import WorkloadShape, generate
 from tests.integration.kafka_io import collect, create_input, event_records, produce, settings_for
 

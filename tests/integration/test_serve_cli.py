@@ -15,8 +15,8 @@ from pathlib import Path
 import anyio
 
 from stream_ctx.core.codec import encode_bundle
-from stream_ctx.shell.admin import ClientKwargs, TopicSpec, ensure_topics
-from stream_ctx.shell.broker import EmbeddedBroker
+from stream_ctx.shell.kafka.admin import ClientKwargs, TopicSpec, ensure_topics
+from stream_ctx.shell.kafka.embedded import EmbeddedBroker
 from tests.integration.kafka_io import produce
 from tests.integration.test_client import a_bundle
 
@@ -49,7 +49,7 @@ def test_serve_logs_its_rebuild_and_tenants_but_no_token_and_stops_on_sigterm(
         encoding="utf-8",
     )
     process = subprocess.Popen(
-        [sys.executable, "-m", "stream_ctx.shell.cli", "serve", "--config", str(config)],
+        [sys.executable, "-m", "stream_ctx.shell.commands.cli", "serve", "--config", str(config)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env={**os.environ, "ACME_TOKEN": TOKEN},

@@ -12,9 +12,9 @@ import pytest
 
 from stream_ctx.core.bundle import Bundle
 from stream_ctx.errors import ConfigError
-from stream_ctx.shell.broker import EmbeddedBroker
-from stream_ctx.shell.cli import main
-from stream_ctx.shell.serve.command import serving
+from stream_ctx.shell.commands.cli import main
+from stream_ctx.shell.kafka.embedded import EmbeddedBroker
+from stream_ctx.shell.serve.service import serving
 from tests.integration.serve_stack import Stack, start_stack
 
 # A finalize is answered in milliseconds once the processor joined; its first join takes ~6 s.

@@ -19,9 +19,9 @@ from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types import ResourceUpdatedNotification, TextContent
 
 import stream_ctx
-from stream_ctx.shell.broker import EmbeddedBroker
+from stream_ctx.shell.kafka.embedded import EmbeddedBroker
 from stream_ctx.shell.serve.agent import context_uri
-from stream_ctx.shell.serve.command import serving
+from stream_ctx.shell.serve.service import serving
 from tests.integration.serve_stack import Stack, start_stack
 
 # A finalize is answered in milliseconds once the processor joined; its first join takes ~6 s.
@@ -116,7 +116,7 @@ async def test_stdio_transport_serves_the_same_tool_and_resource(
     )
     command = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "stream_ctx.shell.cli", "serve", "--stdio", "--config", str(config)],
+        args=["-m", "stream_ctx.shell.commands.cli", "serve", "--stdio", "--config", str(config)],
     )
     with anyio.fail_after(TEST_TIMEOUT_S):
         await stack.retrieve(cid)

@@ -11,8 +11,8 @@ import httpx
 import msgspec
 import pytest
 
-from stream_ctx.shell.broker import EmbeddedBroker
-from stream_ctx.shell.serve.command import serving
+from stream_ctx.shell.kafka.embedded import EmbeddedBroker
+from stream_ctx.shell.serve.service import serving
 from tests.integration.serve_stack import start_stack
 
 # Short, so a request to a frozen broker fails fast; the processor answers in milliseconds.

@@ -24,10 +24,9 @@ from aiokafka.errors import KafkaConnectionError
 from anyio.abc import Process
 
 from stream_ctx.core.events import Finalize
-from stream_ctx.shell.broker import embedded_broker
-from stream_ctx.shell.connection import client_kwargs
-from stream_ctx.shell.runner import Runner
-from stream_ctx.shell.settings import Settings, load_settings
+from stream_ctx.settings import Settings, client_kwargs, load_settings
+from stream_ctx.shell.kafka.embedded import embedded_broker
+from stream_ctx.shell.processing.runner import Runner
 from stream_ctx.workload import WorkloadShape, generate
 from tests.integration.kafka_io import collect, create_input, event_records, produce
 

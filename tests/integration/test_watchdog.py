@@ -14,10 +14,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from stream_ctx.core.events import Finalize
-from stream_ctx.shell.admin import ClientKwargs
-from stream_ctx.shell.broker import EmbeddedBroker
-from stream_ctx.shell.runner import Runner
-from stream_ctx.shell.settings import Settings
+from stream_ctx.settings import Settings
+from stream_ctx.shell.kafka.admin import ClientKwargs
+from stream_ctx.shell.kafka.embedded import EmbeddedBroker
+from stream_ctx.shell.processing.runner import Runner
 from stream_ctx.workload import WorkloadShape, generate
 from tests.integration.kafka_io import (
     collect,

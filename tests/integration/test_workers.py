@@ -11,8 +11,8 @@ from pathlib import Path
 import anyio
 
 from stream_ctx.core.events import Finalize
-from stream_ctx.shell.admin import ClientKwargs
-from stream_ctx.shell.broker import EmbeddedBroker
+from stream_ctx.shell.kafka.admin import ClientKwargs
+from stream_ctx.shell.kafka.embedded import EmbeddedBroker
 from stream_ctx.workload import generate
 from tests.integration.kafka_io import (
     bundles_by_id,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from aiokafka.structs import ConsumerRecord, TopicPartition
 
-from stream_ctx.shell.runner import _in_arrival_order
+from stream_ctx.shell.processing.runner import _in_arrival_order
 
 A, B, C = (TopicPartition("in", n) for n in range(3))
 

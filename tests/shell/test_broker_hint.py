@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from stream_ctx.shell.cli import main
-from stream_ctx.shell.devbroker import start_hint
+from stream_ctx.shell.commands.broker import start_hint
+from stream_ctx.shell.commands.cli import main
 
 EVENTS = Path(__file__).resolve().parents[2] / "examples" / "readme.jsonl"
 

@@ -6,7 +6,7 @@ import msgspec
 
 from stream_ctx.core.accumulator import WindowCounters
 from stream_ctx.core.changes import ConversationState
-from stream_ctx.shell.changelog import RestoredPartition, context_key, item_key, state_key
+from stream_ctx.shell.state.changelog import RestoredPartition, context_key, item_key, state_key
 from tests.factories import T0, Written, make_context_item
 
 # Conversation ids whose msgpack encodings differ in header and length, one the start of another.

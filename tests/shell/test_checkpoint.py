@@ -11,8 +11,8 @@ import pytest
 from aiokafka.errors import RequestTimedOutError
 from aiokafka.structs import TopicPartition
 
-from stream_ctx.shell.changelog import Record
-from stream_ctx.shell.checkpoint import Checkpoint
+from stream_ctx.shell.state.changelog import Record
+from stream_ctx.shell.state.checkpoint import Checkpoint
 
 TP = TopicPartition("in", 0)
 TIMEOUT_S = 5.0

@@ -17,9 +17,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 
 from stream_ctx.errors import ConfigError
-from stream_ctx.shell.clients import group_consumer, reader
-from stream_ctx.shell.connection import client_kwargs
-from stream_ctx.shell.settings import KafkaSettings, load_settings
+from stream_ctx.settings import KafkaSettings, client_kwargs, load_settings
+from stream_ctx.shell.kafka.clients import group_consumer, reader
 
 HOST = "127.0.0.1"
 KEY_PASSWORD = "throwaway-key-password"  # noqa: S105 - protects a test key made for this module

@@ -10,7 +10,7 @@ from aiokafka.errors import MessageSizeTooLargeError
 from aiokafka.structs import ConsumerRecord
 
 from stream_ctx.errors import InvalidEventError
-from stream_ctx.shell.dead_letter import send_dead_letter
+from stream_ctx.shell.kafka.dead_letter import send_dead_letter
 
 # The fake broker's limit on a record value.
 BROKER_LIMIT = 100

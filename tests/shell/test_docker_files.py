@@ -27,8 +27,8 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from stream_ctx.shell.service import SHUTDOWN_BOUND_S
-from stream_ctx.shell.settings import Settings, load_settings
+from stream_ctx.settings import Settings, load_settings
+from stream_ctx.shell.commands.run import SHUTDOWN_BOUND_S
 
 REPO = Path(__file__).resolve().parents[2]
 DOCKER = REPO / "docker"
@@ -239,7 +239,7 @@ class CodeImports:
 def code_imports() -> CodeImports:
     return CodeImports(
         frozenset(_imported_distributions()),
-        frozenset(_imported_distributions("stream_ctx.shell.cli")),
+        frozenset(_imported_distributions("stream_ctx.shell.commands.cli")),
     )
 
 

@@ -15,10 +15,9 @@ from msgspec import inspect
 from stream_ctx import READING_GUIDE
 from stream_ctx.core.bundle import Bundle
 from stream_ctx.core.events import Event
-from stream_ctx.shell.cli import build_parser
-from stream_ctx.shell.connection import CLIENT_KEYS
-from stream_ctx.shell.metrics import Metrics
-from stream_ctx.shell.settings import config_keys
+from stream_ctx.settings import CLIENT_KEYS, config_keys
+from stream_ctx.shell.commands.cli import build_parser
+from stream_ctx.shell.http.metrics import Metrics
 
 
 def _docs_hooks() -> ModuleType:

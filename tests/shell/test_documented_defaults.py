@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from stream_ctx.shell.settings import config_keys
+from stream_ctx.settings import config_keys
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "docs" / "benchmarks" / "suite.md"
 _HEADING = "### Settings behind these figures"

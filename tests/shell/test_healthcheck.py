@@ -10,8 +10,8 @@ from contextlib import ExitStack, contextmanager
 import pytest
 
 from stream_ctx.errors import ConfigError
-from stream_ctx.shell.healthcheck import probe
-from stream_ctx.shell.settings import MetricsSettings
+from stream_ctx.settings import MetricsSettings
+from stream_ctx.shell.commands.healthcheck import probe
 
 # Tries at a run of consecutive ports all free; another process may take one between tries.
 _PORT_TRIES = 50

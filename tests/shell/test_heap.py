@@ -2,7 +2,7 @@ import gc
 
 import pytest
 
-from stream_ctx.shell.heap import run_heap
+from stream_ctx.shell.processing.heap import run_heap
 
 
 def test_objects_made_before_a_run_are_left_out_of_collections_until_it_ends() -> None:

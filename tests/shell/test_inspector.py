@@ -20,17 +20,17 @@ from stream_ctx.core.events import Event
 from stream_ctx.core.processor import ContextProcessor
 from stream_ctx.core.reader import Reference, read_context, read_references
 from stream_ctx.errors import ConfigError
-from stream_ctx.shell.inspector.history import History
-from stream_ctx.shell.inspector.overview import Series, Totals
-from stream_ctx.shell.inspector.routes import Inspector, required_token
-from stream_ctx.shell.inspector.views import (
+from stream_ctx.shell.http.inspector.history import History
+from stream_ctx.shell.http.inspector.overview import Series, Totals
+from stream_ctx.shell.http.inspector.routes import Inspector, required_token
+from stream_ctx.shell.http.inspector.views import (
     bundle_view,
     context_pieces,
     live_figures,
     split_entries,
 )
-from stream_ctx.shell.metrics import Health, Metrics
-from stream_ctx.shell.web import http_app, run_http_server
+from stream_ctx.shell.http.metrics import Health, Metrics
+from stream_ctx.shell.http.server import http_app, run_http_server
 from tests.factories import make_finalize, make_item, make_retrieval
 
 # Generous: every step is local and takes milliseconds.

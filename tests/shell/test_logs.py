@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from stream_ctx.shell.logs import JsonFormatter, RateLimit
+from stream_ctx.shell.commands.logs import JsonFormatter, RateLimit
 
 STREAM_CTX = Path(sys.executable).parent / "stream-ctx"
 # A refused connection fails the first metadata call at once; a minute bounds a loaded runner.

@@ -15,8 +15,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from stream_ctx.core.config import BundleConfig
 from stream_ctx.core.events import Event
 from stream_ctx.core.processor import ContextProcessor
-from stream_ctx.shell.metrics import Health, Metrics
-from stream_ctx.shell.web import http_app, run_http_server
+from stream_ctx.shell.http.metrics import Health, Metrics
+from stream_ctx.shell.http.server import http_app, run_http_server
 from tests.factories import make_end, make_finalize, make_item, make_retrieval
 
 # Generous: every step is local and takes milliseconds.

@@ -16,8 +16,8 @@ from types import ModuleType
 import pytest
 from msgspec import inspect
 
-from stream_ctx.shell.config_keys import Key, expected
-from stream_ctx.shell.settings import config_keys
+from stream_ctx.settings import config_keys
+from stream_ctx.settings.keys import Key, expected
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"

@@ -9,7 +9,7 @@ from stream_ctx.core.config import BundleConfig
 from stream_ctx.core.events import Event
 from stream_ctx.core.processor import ContextProcessor
 from stream_ctx.errors import ConversationReleasedError
-from stream_ctx.shell.changelog import ChangelogWrites, RestoredPartition
+from stream_ctx.shell.state.changelog import ChangelogWrites, RestoredPartition
 from tests.factories import (
     HOUR_MS,
     T0,

@@ -8,7 +8,7 @@ import msgspec
 
 from stream_ctx.core.config import BundleConfig
 from stream_ctx.core.events import Finalize
-from stream_ctx.shell.replay import replay
+from stream_ctx.shell.commands.replay import replay
 from stream_ctx.workload import WorkloadShape, generate
 
 MAX_EVENT_BYTES = 65_536

@@ -25,7 +25,7 @@ CLI_TIMEOUT_S = 120
 def _cli(*args: str) -> bytes:
     """Runs the real command in a child process and returns its stdout."""
     done = subprocess.run(
-        [sys.executable, "-m", "stream_ctx.shell.cli", *args],
+        [sys.executable, "-m", "stream_ctx.shell.commands.cli", *args],
         cwd=REPO,
         capture_output=True,
         check=True,

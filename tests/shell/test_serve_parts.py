@@ -6,11 +6,11 @@ import msgspec
 import pytest
 
 from stream_ctx.errors import ConfigError
-from stream_ctx.shell.inspector.routes import is_local
+from stream_ctx.settings import load_settings
+from stream_ctx.shell.http.inspector.routes import is_local
 from stream_ctx.shell.serve.store import BundleHead, BundleStore, Kept
 from stream_ctx.shell.serve.tenant import Tenants
 from stream_ctx.shell.serve.wire import FinalizeRequest, describe_error
-from stream_ctx.shell.settings import load_settings
 
 SECRET = "a-secret-token-never-shown"  # noqa: S105 - a test token
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from stream_ctx.errors import ConfigError
-from stream_ctx.shell.settings import config_keys, env_names, load_settings
+from stream_ctx.settings import config_keys, env_names, load_settings
 
 
 def _toml(tmp_path: Path, text: str) -> Path:

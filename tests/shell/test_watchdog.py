@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiokafka.structs import TopicPartition
 
-from stream_ctx.shell.watchdog import Progress
+from stream_ctx.shell.processing.watchdog import Progress
 
 P0, P1 = TopicPartition("in", 0), TopicPartition("in", 1)
 

@@ -16,7 +16,7 @@ from aiokafka.errors import KafkaError
 from stream_ctx.core.codec import decode_event
 from stream_ctx.core.events import BundleMode, Finalize, History, RenderOrder
 from stream_ctx.errors import BrokerError, StreamCtxError
-from stream_ctx.shell import clients
+from stream_ctx.shell.kafka import clients
 from stream_ctx.shell.serve.store import Kept
 from stream_ctx.shell.serve.view import BundleView
 

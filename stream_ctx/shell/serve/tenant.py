@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stream_ctx.errors import ConfigError
-from stream_ctx.shell.inspector.routes import is_local
+from stream_ctx.shell.http.inspector.routes import is_local
 
 __all__ = ("Tenant", "Tenants")
 

@@ -17,9 +17,9 @@ from aiokafka.structs import ConsumerRecord, TopicPartition
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from stream_ctx.errors import BrokerError, MissingTopicError, StreamCtxError
-from stream_ctx.shell import clients
+from stream_ctx.settings import KafkaSettings
+from stream_ctx.shell.kafka import clients
 from stream_ctx.shell.serve.store import BundleStore, Kept
-from stream_ctx.shell.settings import KafkaSettings
 
 __all__ = ("BundleView", "DuplicateRequestError", "Progress")
 

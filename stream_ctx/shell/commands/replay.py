@@ -10,8 +10,8 @@ from stream_ctx.core.codec import encode_bundle
 from stream_ctx.core.config import BundleConfig
 from stream_ctx.core.processor import ContextProcessor
 from stream_ctx.errors import InvalidEventError
-from stream_ctx.shell.intake import bad_line, read_value
-from stream_ctx.shell.settings import KafkaSettings
+from stream_ctx.settings import KafkaSettings
+from stream_ctx.shell.processing.intake import bad_line, read_value
 
 # An over-long line is read past in pieces of this size, so it never sits in memory whole.
 _SKIP_CHUNK_BYTES = 1 << 20

@@ -6,9 +6,8 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from stream_ctx.shell.connection import client_kwargs
-from stream_ctx.shell.settings import KafkaSettings
-from stream_ctx.shell.topology import DLQ_MAX_MESSAGE_BYTES
+from stream_ctx.settings import KafkaSettings, client_kwargs
+from stream_ctx.shell.kafka.topology import DLQ_MAX_MESSAGE_BYTES
 
 # A heartbeat every third of the session timeout, Kafka's recommended ratio.
 _HEARTBEAT_FRACTION = 3

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 
 from stream_ctx.errors import ConfigError
-from stream_ctx.shell.settings import MetricsSettings
+from stream_ctx.settings import MetricsSettings
 
 __all__ = ("PROBE_TIMEOUT_S", "healthz_url", "probe")
 

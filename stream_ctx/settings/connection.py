@@ -3,39 +3,17 @@
 from __future__ import annotations
 
 import ssl
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiokafka.helpers import create_ssl_context
 
 from stream_ctx.errors import ConfigError
+from stream_ctx.settings.tables import CLIENT_KEYS, TLS_KEYS, KafkaSettings
 
-if TYPE_CHECKING:  # settings imports CLIENT_KEYS from here
-    from stream_ctx.shell.settings import KafkaSettings
+__all__ = ("client_kwargs",)
 
-# Keys of [kafka.client] that name TLS files; they become one ssl.SSLContext for aiokafka.
-_TLS_KEYS = {
-    "ssl_cafile": "cafile",
-    "ssl_certfile": "certfile",
-    "ssl_keyfile": "keyfile",
-    "ssl_password": "password",
-}
 _PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "OAUTHBEARER")
-_PASSED_THROUGH = {
-    "security_protocol",
-    "sasl_mechanism",
-    "sasl_plain_username",
-    "sasl_plain_password",
-    "sasl_kerberos_service_name",
-    "sasl_kerberos_domain_name",
-    "client_id",
-    "request_timeout_ms",
-    "retry_backoff_ms",
-    "metadata_max_age_ms",
-    "connections_max_idle_ms",
-}
-CLIENT_KEYS = frozenset(_PASSED_THROUGH | _TLS_KEYS.keys())
-"""The keys [kafka.client] accepts."""
 
 
 def client_kwargs(kafka: KafkaSettings) -> dict[str, Any]:
@@ -43,9 +21,9 @@ def client_kwargs(kafka: KafkaSettings) -> dict[str, Any]:
     kwargs: dict[str, Any] = {"bootstrap_servers": kafka.servers}
     tls: dict[str, Any] = {}
     for key, value in kafka.client.items():
-        if key in _TLS_KEYS:
-            tls[_TLS_KEYS[key]] = value
-        elif key in _PASSED_THROUGH:
+        if key in TLS_KEYS:
+            tls[key.removeprefix("ssl_")] = value  # create_ssl_context's argument names
+        elif key in CLIENT_KEYS:
             kwargs[key] = value
         else:
             allowed = sorted(CLIENT_KEYS)
@@ -58,7 +36,7 @@ def client_kwargs(kafka: KafkaSettings) -> dict[str, Any]:
     if tls and not protocol.endswith("SSL"):
         raise ConfigError(
             f"`kafka.client.security_protocol` is {protocol!r} but TLS files are set "
-            f"({', '.join(sorted(k for k in kafka.client if k in _TLS_KEYS))}); use 'SSL' or "
+            f"({', '.join(sorted(k for k in kafka.client if k in TLS_KEYS))}); use 'SSL' or "
             "'SASL_SSL', or remove them"
         )
     if protocol.endswith("SSL"):

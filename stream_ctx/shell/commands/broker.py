@@ -14,10 +14,10 @@ from typing import TextIO
 import anyio
 
 from stream_ctx.errors import BrokerError
-from stream_ctx.shell.admin import TopicSpec, ensure_topics
-from stream_ctx.shell.broker import EmbeddedBroker, embedded_broker
-from stream_ctx.shell.settings import Settings
-from stream_ctx.shell.topology import topics_to_create
+from stream_ctx.settings import Settings
+from stream_ctx.shell.kafka.admin import TopicSpec, ensure_topics
+from stream_ctx.shell.kafka.embedded import EmbeddedBroker, embedded_broker
+from stream_ctx.shell.kafka.topology import topics_to_create
 
 __all__ = ("run_broker", "start_hint")
 _LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1", "[::1]")

@@ -14,8 +14,8 @@ from stream_ctx.core.reader import ContextSyntaxError, Reference, read_context, 
 from stream_ctx.core.render import naive_entry, stem_of
 from stream_ctx.core.scoring import recency
 from stream_ctx.core.tokenizer import Tokenizer, get_tokenizer
-from stream_ctx.shell.inspector.history import ConversationHistory
-from stream_ctx.shell.inspector.overview import Series, Totals
+from stream_ctx.shell.http.inspector.history import ConversationHistory
+from stream_ctx.shell.http.inspector.overview import Series, Totals
 
 
 @dataclass(frozen=True, slots=True)

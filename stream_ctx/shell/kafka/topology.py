@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from stream_ctx.shell.admin import TopicSpec
-from stream_ctx.shell.settings import Settings
+from stream_ctx.settings import Settings
+from stream_ctx.shell.kafka.admin import TopicSpec
 
 # Output and dead-letter topics we create keep a week: bundles are consumed within seconds, and
 # a week leaves time to inspect and re-drive dead letters. Existing topics are left as they are.

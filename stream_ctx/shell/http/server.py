@@ -17,11 +17,16 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from stream_ctx.shell.inspector.history import History
-from stream_ctx.shell.inspector.routes import Inspector, inspector_routes, required_token, sampling
-from stream_ctx.shell.metrics import Health, Metrics
-from stream_ctx.shell.runner import Runner
-from stream_ctx.shell.settings import MetricsSettings
+from stream_ctx.settings import MetricsSettings
+from stream_ctx.shell.http.inspector.history import History
+from stream_ctx.shell.http.inspector.routes import (
+    Inspector,
+    inspector_routes,
+    required_token,
+    sampling,
+)
+from stream_ctx.shell.http.metrics import Health, Metrics
+from stream_ctx.shell.processing.runner import Runner
 
 log = logging.getLogger("stream_ctx.web")
 

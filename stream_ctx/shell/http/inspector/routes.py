@@ -21,16 +21,16 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from stream_ctx.core.accumulator import RankedItem
 from stream_ctx.core.config import BundleConfig
 from stream_ctx.errors import ConfigError
-from stream_ctx.shell.inspector.history import History
-from stream_ctx.shell.inspector.overview import Series, read_totals
-from stream_ctx.shell.inspector.views import (
+from stream_ctx.shell.http.inspector.history import History
+from stream_ctx.shell.http.inspector.overview import Series, read_totals
+from stream_ctx.shell.http.inspector.views import (
     bundle_view,
     conversation_summary,
     live_figures,
     saved_fraction,
     window_rows,
 )
-from stream_ctx.shell.metrics import Metrics
+from stream_ctx.shell.http.metrics import Metrics
 
 PREFIX = "/inspect"
 # Live pages update this often; the overview's rates are per-second samples too.
@@ -120,7 +120,7 @@ def _bearer(request: Request) -> str | None:
 def inspector_routes(inspector: Inspector, *, token: str | None) -> list[BaseRoute]:
     """`/` redirects to the overview; everything under `/inspect` passes the token gate."""
     env = Environment(
-        loader=PackageLoader("stream_ctx.shell.inspector"), autoescape=select_autoescape()
+        loader=PackageLoader("stream_ctx.shell.http.inspector"), autoescape=select_autoescape()
     )
     env.globals["prefix"] = PREFIX
 
@@ -179,7 +179,7 @@ def inspector_routes(inspector: Inspector, *, token: str | None) -> list[BaseRou
             Route("/c/{cid:path}/b/{seq:int}", bundle),
             Route("/c/{cid:path}", conversation),
             Route("/stream", stream),
-            Mount("/static", StaticFiles(packages=[("stream_ctx.shell.inspector", "static")])),
+            Mount("/static", StaticFiles(packages=[("stream_ctx.shell.http.inspector", "static")])),
         ]
     )
     return [

@@ -14,11 +14,10 @@ from aiokafka.errors import KafkaError
 
 from stream_ctx.core.codec import decode_event
 from stream_ctx.errors import BrokerError, InvalidEventError
-from stream_ctx.shell import clients
-from stream_ctx.shell.admin import partition_counts
-from stream_ctx.shell.connection import client_kwargs
-from stream_ctx.shell.intake import bad_line, error_column
-from stream_ctx.shell.settings import Settings
+from stream_ctx.settings import Settings, client_kwargs
+from stream_ctx.shell.kafka import clients
+from stream_ctx.shell.kafka.admin import partition_counts
+from stream_ctx.shell.processing.intake import bad_line, error_column
 
 __all__ = ("Produced", "error_column", "produce_lines")
 

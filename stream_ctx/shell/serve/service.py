@@ -19,14 +19,14 @@ from starlette.responses import Response
 from starlette.routing import Mount
 
 from stream_ctx.errors import BrokerError, ConfigError, StreamCtxError
+from stream_ctx.settings import Settings
+from stream_ctx.shell.http.server import run_http_server
 from stream_ctx.shell.serve.agent import ContextServer
 from stream_ctx.shell.serve.api import HttpApi
 from stream_ctx.shell.serve.finalizer import Finalizer
 from stream_ctx.shell.serve.store import BundleStore
 from stream_ctx.shell.serve.tenant import Tenants
 from stream_ctx.shell.serve.view import BundleView
-from stream_ctx.shell.settings import Settings
-from stream_ctx.shell.web import run_http_server
 
 __all__ = ("Serving", "run_serve", "serve_for_demo", "serving")
 

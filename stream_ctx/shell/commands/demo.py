@@ -16,13 +16,13 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from stream_ctx.core.bundle import Bundle
 from stream_ctx.core.events import Event, Finalize
-from stream_ctx.shell.admin import TopicSpec, ensure_topics
-from stream_ctx.shell.broker import embedded_broker
-from stream_ctx.shell.runner import Runner
-from stream_ctx.shell.serve.command import serve_for_demo
-from stream_ctx.shell.settings import KafkaSettings, MetricsSettings, ServeSettings, Settings
-from stream_ctx.shell.tail import bundle_line
-from stream_ctx.shell.web import new_history, run_http_server, runner_app
+from stream_ctx.settings import KafkaSettings, MetricsSettings, ServeSettings, Settings
+from stream_ctx.shell.commands.tail import bundle_line
+from stream_ctx.shell.http.server import new_history, run_http_server, runner_app
+from stream_ctx.shell.kafka.admin import TopicSpec, ensure_topics
+from stream_ctx.shell.kafka.embedded import embedded_broker
+from stream_ctx.shell.processing.runner import Runner
+from stream_ctx.shell.serve.service import serve_for_demo
 from stream_ctx.workload import WorkloadShape, generate
 
 _INPUT, _OUTPUT = "ctx.retrievals", "ctx.bundles"

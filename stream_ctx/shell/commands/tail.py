@@ -13,10 +13,9 @@ from aiokafka.errors import KafkaError
 
 from stream_ctx.core.bundle import Bundle
 from stream_ctx.errors import BrokerError, MissingTopicError
-from stream_ctx.shell import clients
-from stream_ctx.shell.admin import partition_counts
-from stream_ctx.shell.connection import client_kwargs
-from stream_ctx.shell.settings import Settings
+from stream_ctx.settings import Settings, client_kwargs
+from stream_ctx.shell.kafka import clients
+from stream_ctx.shell.kafka.admin import partition_counts
 
 __all__ = ("bundle_line", "tail_bundles")
 

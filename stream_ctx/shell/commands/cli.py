@@ -16,14 +16,14 @@ from typing import TypeVar
 import anyio
 
 from stream_ctx.errors import BrokerError, ConfigError, StreamCtxError
-from stream_ctx.shell.devbroker import run_broker, start_hint
-from stream_ctx.shell.logs import configure_logging
-from stream_ctx.shell.replay import replay
-from stream_ctx.shell.schema import SCHEMA_NAMES, render_schema
-from stream_ctx.shell.service import serve
-from stream_ctx.shell.settings import ENV_PREFIX, load_settings
-from stream_ctx.shell.subcommand import DescriptionFirstParser, add_command
-from stream_ctx.shell.workers import run_workers
+from stream_ctx.settings import ENV_PREFIX, load_settings
+from stream_ctx.shell.commands.broker import run_broker, start_hint
+from stream_ctx.shell.commands.logs import configure_logging
+from stream_ctx.shell.commands.replay import replay
+from stream_ctx.shell.commands.run import serve
+from stream_ctx.shell.commands.schema import SCHEMA_NAMES, render_schema
+from stream_ctx.shell.commands.subcommand import DescriptionFirstParser, add_command
+from stream_ctx.shell.commands.workers import run_workers
 
 log = logging.getLogger("stream_ctx.cli")
 _T = TypeVar("_T")
@@ -194,7 +194,7 @@ def _local_port(server: str) -> int:
 
 
 def _produce(args: argparse.Namespace) -> int:
-    from stream_ctx.shell.produce import produce_lines
+    from stream_ctx.shell.commands.produce import produce_lines
 
     settings = load_settings(args.config)
     topic = args.topic or settings.kafka.input_topics[0]
@@ -221,7 +221,7 @@ def _produce(args: argparse.Namespace) -> int:
 
 
 def _tail(args: argparse.Namespace) -> int:
-    from stream_ctx.shell.tail import tail_bundles
+    from stream_ctx.shell.commands.tail import tail_bundles
 
     settings = load_settings(args.config)
     tail = partial(
@@ -240,7 +240,7 @@ def _tail(args: argparse.Namespace) -> int:
 
 
 def _healthcheck(args: argparse.Namespace) -> int:
-    from stream_ctx.shell.healthcheck import probe
+    from stream_ctx.shell.commands.healthcheck import probe
 
     problems = probe(load_settings(args.config).metrics, workers=args.workers)
     for problem in problems:
@@ -253,7 +253,7 @@ def _version() -> str:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from stream_ctx.shell.demo import run_demo
+    from stream_ctx.shell.commands.demo import run_demo
 
     configure_logging(level=logging.WARNING)
     port = args.inspect_port if args.inspect else None
@@ -270,7 +270,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from stream_ctx.shell.serve.command import run_serve
+    from stream_ctx.shell.serve.service import run_serve
 
     overrides = {f"serve.{k}": getattr(args, k) for k in ("host", "port") if getattr(args, k)}
     settings = load_settings(args.config, overrides=overrides)

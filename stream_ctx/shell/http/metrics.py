@@ -1,4 +1,4 @@
-"""Prometheus metrics and health state; `stream_ctx.shell.web` serves them over HTTP."""
+"""Prometheus metrics and health state; `stream_ctx.shell.http.server` serves them over HTTP."""
 
 from __future__ import annotations
 

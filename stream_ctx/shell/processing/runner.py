@@ -32,22 +32,21 @@ from stream_ctx.core.events import Event
 from stream_ctx.core.processor import ContextProcessor
 from stream_ctx.core.tokenizer import get_tokenizer
 from stream_ctx.errors import ConversationReleasedError, InvalidEventError, StreamCtxError
-from stream_ctx.shell import clients
-from stream_ctx.shell.admin import ensure_topics, partition_counts
-from stream_ctx.shell.changelog import ChangelogWrites, Record, RestoredPartition
-from stream_ctx.shell.checkpoint import Checkpoint
-from stream_ctx.shell.connection import client_kwargs
-from stream_ctx.shell.dead_letter import send_dead_letter
-from stream_ctx.shell.fetch import DECODE_ERRORS, Batch, fetch_isolating
-from stream_ctx.shell.heap import run_heap
-from stream_ctx.shell.inspector.history import History
-from stream_ctx.shell.intake import read_event
-from stream_ctx.shell.metrics import Health, Metrics
-from stream_ctx.shell.recovery import read_changelogs
-from stream_ctx.shell.retry import Outage, is_transient
-from stream_ctx.shell.settings import Settings
-from stream_ctx.shell.topology import changelog_topic, topics_to_create
-from stream_ctx.shell.watchdog import Progress
+from stream_ctx.settings import Settings, client_kwargs
+from stream_ctx.shell.http.inspector.history import History
+from stream_ctx.shell.http.metrics import Health, Metrics
+from stream_ctx.shell.kafka import clients
+from stream_ctx.shell.kafka.admin import ensure_topics, partition_counts
+from stream_ctx.shell.kafka.dead_letter import send_dead_letter
+from stream_ctx.shell.kafka.fetch import DECODE_ERRORS, Batch, fetch_isolating
+from stream_ctx.shell.kafka.topology import changelog_topic, topics_to_create
+from stream_ctx.shell.processing.heap import run_heap
+from stream_ctx.shell.processing.intake import read_event
+from stream_ctx.shell.processing.retry import Outage, is_transient
+from stream_ctx.shell.processing.watchdog import Progress
+from stream_ctx.shell.state.changelog import ChangelogWrites, Record, RestoredPartition
+from stream_ctx.shell.state.checkpoint import Checkpoint
+from stream_ctx.shell.state.recovery import read_changelogs
 
 log = logging.getLogger("stream_ctx.runner")
 

@@ -10,7 +10,7 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition
 
 from stream_ctx.errors import BrokerError
-from stream_ctx.shell.changelog import RestoredPartition
+from stream_ctx.shell.state.changelog import RestoredPartition
 
 # How long one fetch waits before the loop checks what is left to read.
 _POLL_MS = 100

@@ -9,9 +9,9 @@ from functools import partial
 import anyio
 
 from stream_ctx.errors import ConfigError, ShutdownTimeoutError, StreamCtxError
-from stream_ctx.shell.runner import Runner, RunnerStats
-from stream_ctx.shell.settings import Settings
-from stream_ctx.shell.web import new_history, run_http_server, runner_app
+from stream_ctx.settings import Settings
+from stream_ctx.shell.http.server import new_history, run_http_server, runner_app
+from stream_ctx.shell.processing.runner import Runner, RunnerStats
 
 log = logging.getLogger("stream_ctx.service")
 

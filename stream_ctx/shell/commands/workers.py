@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 import anyio
 from anyio.abc import Process
 
-from stream_ctx.shell.service import SHUTDOWN_BOUND_S
+from stream_ctx.shell.commands.run import SHUTDOWN_BOUND_S
 
 log = logging.getLogger("stream_ctx.workers")
 
@@ -46,7 +46,7 @@ async def run_workers(
                 env["STREAM_CTX_METRICS_PORT"] = str(metrics_port + number)
             processes.append(
                 await anyio.open_process(
-                    [sys.executable, "-m", "stream_ctx.shell.cli", *argv],
+                    [sys.executable, "-m", "stream_ctx.shell.commands.cli", *argv],
                     stdin=subprocess.DEVNULL,
                     stdout=None,
                     stderr=None,

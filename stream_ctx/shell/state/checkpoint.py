@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from aiokafka.structs import TopicPartition
 
-from stream_ctx.shell.changelog import Record
+from stream_ctx.shell.state.changelog import Record
 
 Send = Callable[[TopicPartition, list[Record]], Awaitable[list[asyncio.Future[object]]]]
 """Writes changelog records of an input partition; returns their acknowledgements."""

@@ -1,0 +1,1 @@
+"""The `stream-ctx` command line: one module per subcommand."""

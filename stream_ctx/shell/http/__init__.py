@@ -1,0 +1,1 @@
+"""The HTTP server: Prometheus metrics, health probes and the live inspector."""

@@ -1,0 +1,1 @@
+"""Kafka I/O: the clients, topic administration, fetching, dead letters, the embedded broker."""

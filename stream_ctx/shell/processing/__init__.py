@@ -1,0 +1,1 @@
+"""The stream processor: a consumer-group member that turns input records into bundles."""

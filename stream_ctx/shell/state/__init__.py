@@ -1,0 +1,1 @@
+"""Conversation state: the changelog fold, its restore, and the checkpoint that commits it."""
