@@ -128,7 +128,7 @@ async def run_runner(spec: dict[str, Any]) -> dict[str, Any]:
     runner = Runner(settings_from(spec), metrics=metrics, health=health)
     metrics.runner = runner
     assignments = 0
-    claim = runner.claim
+    claim = runner.partitions.claim
 
     def noting_claim(assigned: list[TopicPartition]) -> None:
         # The group's assignment: the moment both this run and the passthrough start the clock.
@@ -137,7 +137,7 @@ async def run_runner(spec: dict[str, Any]) -> dict[str, Any]:
         clock.note("assigned")
         claim(assigned)
 
-    runner.claim = noting_claim  # type: ignore[method-assign]
+    runner.partitions.claim = noting_claim  # type: ignore[method-assign]
     with anyio.fail_after(spec["timeout_s"]):
         async with anyio.create_task_group() as tasks:
             await tasks.start(runner.run)

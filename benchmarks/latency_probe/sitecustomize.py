@@ -86,7 +86,7 @@ def _install(folder: str) -> None:
     runner.Runner._fetch = timed_fetch
     runner.Runner._apply = timed_apply
     sender.Sender._send_produce_req = timed_request
-    runner.clients.producer = producer
+    clients.producer = producer
 
 
 if _DIR:

@@ -5,8 +5,8 @@ under `tmp_path` (the logs to read when a test fails). Checks are on what lands 
 finalize has a bundle, every copy of a bundle is byte-identical to `stream-ctx replay`'s, and the
 state folded from the changelog equals a clean replay's, so no event was lost or applied twice.
 The rebalance lands inside a restore without relying on timing: its members run in this process,
-and the first one's restore is held at a known point (the runner's `restore_hold` seam) until the
-group has revoked its partitions and handed some to a second member.
+and the first one's restore is held at a known point (the `restore_hold` seam of its partitions)
+until the group has revoked its partitions and handed some to a second member.
 """
 
 from __future__ import annotations
@@ -669,7 +669,7 @@ async def test_rebalance_during_restore_keeps_state_and_members(
                 )
                 builder.stop.set()
             first, second = Runner(settings), Runner(settings)
-            first.restore_hold = hold
+            first.partitions.restore_hold = hold
             async with anyio.create_task_group() as members:
                 members.start_soon(first.run)
                 with anyio.fail_after(JOIN_TIMEOUT_S):

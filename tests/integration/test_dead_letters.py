@@ -17,7 +17,8 @@ from stream_ctx.core.events import Event, Finalize, Retrieval, RetrievedItem
 from stream_ctx.errors import MissingTopicError
 from stream_ctx.shell.kafka.admin import ClientKwargs, partition_counts
 from stream_ctx.shell.kafka.embedded import EmbeddedBroker
-from stream_ctx.shell.processing.runner import Runner, RunnerStats
+from stream_ctx.shell.processing.runner import Runner
+from stream_ctx.shell.processing.stats import RunnerStats
 from stream_ctx.workload import WorkloadShape, generate
 from tests.integration.kafka_io import (
     bundles_by_id,

@@ -205,7 +205,7 @@ async def test_second_outage_is_new_warned_and_backs_off_from_the_first_delay(
                 os.kill(own_broker.pid, signal.SIGCONT)
                 for _ in range(int(PAUSE_TEST_TIMEOUT_S / POLL_S)):
                     is_back = caplog.text.count("Kafka available again") == outage
-                    if is_back and runner.is_ready:
+                    if is_back and runner.partitions.is_ready:
                         break  # noticed, recovered, and joined and restored again
                     await anyio.sleep(POLL_S)
             runner.stop.set()

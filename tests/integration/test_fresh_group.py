@@ -14,7 +14,8 @@ from stream_ctx.core.events import Event, Finalize
 from stream_ctx.settings import Settings
 from stream_ctx.shell.kafka.admin import ClientKwargs
 from stream_ctx.shell.kafka.embedded import EmbeddedBroker
-from stream_ctx.shell.processing.runner import Runner, RunnerStats
+from stream_ctx.shell.processing.runner import Runner
+from stream_ctx.shell.processing.stats import RunnerStats
 from stream_ctx.workload import WorkloadShape, generate
 from tests.integration.kafka_io import (
     bundles_by_id,

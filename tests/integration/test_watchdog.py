@@ -95,7 +95,7 @@ async def test_member_stuck_on_a_partition_warns_once_and_turns_healthz_red(
                 await anyio.sleep(POLL_S)  # more watchdog turns: the stall is told once
             healthz = await get(port, "/healthz")
             status, metrics = await get(port, "/metrics")
-            is_joined = runner.is_ready
+            is_joined = runner.partitions.is_ready
             runner.stop.set()
     lines = stall_lines(caplog)
     assert len(lines) == 1, caplog.text

@@ -11,7 +11,7 @@ import pytest
 from aiokafka.errors import RequestTimedOutError
 from aiokafka.structs import TopicPartition
 
-from stream_ctx.shell.state.changelog import Record
+from stream_ctx.shell.state.changelog import ChangelogWrites, Record
 from stream_ctx.shell.state.checkpoint import Checkpoint
 
 TP = TopicPartition("in", 0)
@@ -42,6 +42,11 @@ class FakeProducer:
                 ack.set_result(None)
 
 
+def writes(states: list[Record], tombstones: list[Record]) -> ChangelogWrites:
+    """A partition's batch with no step-1 records."""
+    return ChangelogWrites(states=states, tombstones=tombstones)
+
+
 async def settle() -> None:
     """Let the flush run as far as the acks so far allow."""
     for _ in range(20):
@@ -52,10 +57,14 @@ async def test_states_wait_for_step_1_tombstones_for_states_commit_for_everythin
     fake = FakeProducer()
     checkpoint = Checkpoint(send=fake.send, commit=fake.commit, interval_s=0.1)
     bundle: asyncio.Future[object] = asyncio.get_running_loop().create_future()
-    checkpoint.add_sent([bundle])
-    checkpoint.add(TP, sent=[], states=[(b"s", b"v1")], tombstones=[(b"i1", None)], next_offset=5)
-    checkpoint.add(TP, sent=[], states=[(b"s", b"v2")], tombstones=[(b"i2", None)], next_offset=9)
+    checkpoint.cover([bundle])
     with anyio.fail_after(TIMEOUT_S):
+        await checkpoint.add(
+            TP, writes([(b"s", b"v1")], [(b"i1", None)]), orphans=[], next_offset=5
+        )
+        await checkpoint.add(
+            TP, writes([(b"s", b"v2")], [(b"i2", None)]), orphans=[], next_offset=9
+        )
         checkpoint.start_background()
         await settle()
         assert fake.log == []  # 1. the bundle is not acknowledged: nothing else goes
@@ -75,7 +84,8 @@ async def test_failed_acknowledgement_commits_nothing_and_fails_the_flush() -> N
     fake = FakeProducer()
     checkpoint = Checkpoint(send=fake.send, commit=fake.commit, interval_s=0.1)
     bundle: asyncio.Future[object] = asyncio.get_running_loop().create_future()
-    checkpoint.add(TP, sent=[bundle], states=[(b"s", b"v")], tombstones=[], next_offset=3)
+    checkpoint.cover([bundle])
+    await checkpoint.add(TP, writes([(b"s", b"v")], []), orphans=[], next_offset=3)
     bundle.set_exception(RequestTimedOutError())
     with anyio.fail_after(TIMEOUT_S), pytest.raises(RequestTimedOutError):
         await checkpoint.flush()
@@ -84,17 +94,18 @@ async def test_failed_acknowledgement_commits_nothing_and_fails_the_flush() -> N
     assert not checkpoint.has_work
 
 
-def one_batch_unacked() -> tuple[FakeProducer, Checkpoint, asyncio.Future[object]]:
+async def one_batch_unacked() -> tuple[FakeProducer, Checkpoint, asyncio.Future[object]]:
     """A checkpoint holding one batch (a state, offset 4) whose bundle is not acknowledged."""
     fake = FakeProducer()
     checkpoint = Checkpoint(send=fake.send, commit=fake.commit, interval_s=60.0)
     bundle: asyncio.Future[object] = asyncio.get_running_loop().create_future()
-    checkpoint.add(TP, sent=[bundle], states=[(b"s", b"v")], tombstones=[], next_offset=4)
+    checkpoint.cover([bundle])
+    await checkpoint.add(TP, writes([(b"s", b"v")], []), orphans=[], next_offset=4)
     return fake, checkpoint, bundle
 
 
 async def test_idle_flush_runs_in_the_background_and_is_reaped_when_done() -> None:
-    fake, checkpoint, bundle = one_batch_unacked()
+    fake, checkpoint, bundle = await one_batch_unacked()
     with anyio.fail_after(TIMEOUT_S):
         checkpoint.start_idle()  # returns at once, long before the bundle's ack
         await settle()
@@ -111,7 +122,7 @@ async def test_idle_flush_runs_in_the_background_and_is_reaped_when_done() -> No
 
 
 async def test_idle_reaping_raises_what_the_background_flush_failed_with() -> None:
-    fake, checkpoint, bundle = one_batch_unacked()
+    fake, checkpoint, bundle = await one_batch_unacked()
     with anyio.fail_after(TIMEOUT_S):
         checkpoint.start_idle()
         bundle.set_exception(RequestTimedOutError())
@@ -120,3 +131,21 @@ async def test_idle_reaping_raises_what_the_background_flush_failed_with() -> No
             checkpoint.start_idle()
     assert fake.log == []
     assert not checkpoint.has_work
+
+
+async def test_step_1_sends_orphan_tombstones_then_new_items_at_once_states_at_the_flush() -> None:
+    fake = FakeProducer()
+    checkpoint = Checkpoint(send=fake.send, commit=fake.commit, interval_s=60.0)
+    batch = ChangelogWrites(items=[(b"i2", b"item")], states=[(b"s", b"v")])
+    with anyio.fail_after(TIMEOUT_S):
+        await checkpoint.add(TP, batch, orphans=[(b"i1", None)], next_offset=2)
+        assert fake.log == [("send", (b"i1", None)), ("send", (b"i2", b"item"))]
+        checkpoint.start_background()
+        await settle()
+        assert fake.log[2:] == []  # 2. waits for step 1's acknowledgements
+        fake.ack_all()
+        await settle()
+        assert fake.log[2:] == [("send", (b"s", b"v"))]
+        fake.ack_all()
+        await checkpoint.flush()
+    assert fake.log[-1] == ("commit", {TP: 2})  # 4.

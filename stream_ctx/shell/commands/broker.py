@@ -6,20 +6,25 @@ as to any Kafka cluster.
 
 from __future__ import annotations
 
+import argparse
 import signal
 import socket
+import sys
 from collections.abc import Sequence
+from functools import partial
+from pathlib import Path
 from typing import TextIO
 
 import anyio
 
-from stream_ctx.errors import BrokerError
-from stream_ctx.settings import Settings
+from stream_ctx.errors import BrokerError, ConfigError
+from stream_ctx.settings import Settings, load_settings
+from stream_ctx.shell.commands.subcommand import Commands, add_command, log_options, run_async
 from stream_ctx.shell.kafka.admin import TopicSpec, ensure_topics
 from stream_ctx.shell.kafka.embedded import EmbeddedBroker, embedded_broker
 from stream_ctx.shell.kafka.topology import topics_to_create
 
-__all__ = ("run_broker", "start_hint")
+__all__ = ("add_to", "run_broker", "start_hint")
 _LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1", "[::1]")
 # A refused connection answers at once; this only bounds a host that drops packets.
 _PROBE_TIMEOUT_S = 1.0
@@ -74,3 +79,43 @@ def start_hint(servers: Sequence[str]) -> str:
         f"; nothing listens on {', '.join(servers)}: start a local broker with"
         " `stream-ctx broker` (in another terminal, with the same --config)"
     )
+
+
+def add_to(commands: Commands) -> None:
+    """`stream-ctx broker [--config FILE] [--port PORT] [--partitions N]`."""
+    command = add_command(
+        commands,
+        "broker",
+        parents=[log_options()],
+        summary="run the embedded broker alone, with the config's topics, until Ctrl-C",
+    )
+    command.add_argument("--config", type=Path, help="TOML config file (topic names)")
+    command.add_argument(
+        "--port",
+        type=int,
+        help="127.0.0.1 port; default: the port of kafka.bootstrap_servers (localhost:9092"
+        " unless configured, so the other commands find it); 0: any free one",
+    )
+    command.add_argument(
+        "--partitions", type=int, default=4, help="partitions of the input topics (default 4)"
+    )
+    command.set_defaults(handler=_broker)
+
+
+def _broker(args: argparse.Namespace) -> int:
+    settings = load_settings(args.config)
+    port = args.port if args.port is not None else _local_port(settings.kafka.servers[0])
+    run = partial(run_broker, settings, port=port, partitions=args.partitions, out=sys.stdout)
+    run_async(run)
+    return 0
+
+
+def _local_port(server: str) -> int:
+    """The port of a bootstrap address on this machine, where `broker` is to listen."""
+    host, _, port = server.rpartition(":")
+    if host not in ("localhost", "127.0.0.1") or not port.isdigit():
+        raise ConfigError(
+            f"`kafka.bootstrap_servers` starts with {server!r}, not localhost:<port> or"
+            " 127.0.0.1:<port>; give `stream-ctx broker --port`"
+        )
+    return int(port)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
+import logging
 import signal
 import sys
 import time
@@ -17,13 +19,17 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from stream_ctx.core.bundle import Bundle
 from stream_ctx.core.events import Event, Finalize
 from stream_ctx.settings import KafkaSettings, MetricsSettings, ServeSettings, Settings
+from stream_ctx.shell.commands.logs import configure_logging
+from stream_ctx.shell.commands.run import new_history, runner_app
+from stream_ctx.shell.commands.subcommand import Commands, add_command
 from stream_ctx.shell.commands.tail import bundle_line
-from stream_ctx.shell.http.server import new_history, run_http_server, runner_app
+from stream_ctx.shell.http.server import run_http_server
 from stream_ctx.shell.kafka.admin import TopicSpec, ensure_topics
 from stream_ctx.shell.kafka.embedded import embedded_broker
 from stream_ctx.shell.processing.runner import Runner
-from stream_ctx.shell.serve.service import serve_for_demo
 from stream_ctx.workload import WorkloadShape, generate
+
+__all__ = ("add_to", "run_demo")
 
 _INPUT, _OUTPUT = "ctx.retrievals", "ctx.bundles"
 # Generous: joining the group alone takes a few seconds on the embedded broker.
@@ -33,6 +39,41 @@ _PACE_S = 0.004
 # With serve, the sample starts this long ago: its turns then end before the wall clock.
 _RECENT_MS = 7_200_000
 _bundle_decoder = msgspec.json.Decoder(Bundle)
+
+
+def add_to(commands: Commands) -> None:
+    """`stream-ctx demo [--conversations N] [--seed N] [--inspect] [--serve]`."""
+    command = add_command(
+        commands, "demo", summary="run the processor on an embedded broker over a sample stream"
+    )
+    command.add_argument("--conversations", type=int, default=24, help="sample size")
+    command.add_argument("--seed", type=int, default=42, help="sample seed")
+    command.add_argument(
+        "--inspect", action="store_true", help="serve the live inspector and keep running"
+    )
+    command.add_argument(
+        "--inspect-port", type=int, default=8765, help="inspector port on 127.0.0.1 (0: any free)"
+    )
+    command.add_argument(
+        "--serve", action="store_true", help="also run `stream-ctx serve` (HTTP API, MCP) on it"
+    )
+    command.add_argument(
+        "--serve-port", type=int, default=8780, help="serve's port on 127.0.0.1 (0: any free)"
+    )
+    command.set_defaults(handler=_demo)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    configure_logging(level=logging.WARNING)
+    demo = partial(
+        run_demo,
+        conversations=args.conversations,
+        seed=args.seed,
+        inspect_port=args.inspect_port if args.inspect else None,
+        serve_port=args.serve_port if args.serve else None,
+    )
+    status: int = anyio.run(demo)
+    return status
 
 
 async def run_demo(
@@ -103,6 +144,10 @@ async def run_demo(
                     )
                     out.flush()
                 if serve_port is not None and received:
+                    # Here, not at the top: the MCP server's import costs every other command
+                    # a second.
+                    from stream_ctx.shell.serve.service import serve_for_demo
+
                     served = msgspec.structs.replace(settings, serve=ServeSettings(port=serve_port))
                     last = received[-1].conversation_id
                     await serve_for_demo(served, conversation_id=last, out=out, until=interrupted)

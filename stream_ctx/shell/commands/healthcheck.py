@@ -6,16 +6,20 @@ It reads the same config and STREAM_CTX_ variables as `run`, so the image's HEAL
 
 from __future__ import annotations
 
+import argparse
 import http.client
+import sys
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
+from pathlib import Path
 
 from stream_ctx.errors import ConfigError
-from stream_ctx.settings import MetricsSettings
+from stream_ctx.settings import MetricsSettings, load_settings
+from stream_ctx.shell.commands.subcommand import Commands, add_command, worker_count
 
-__all__ = ("PROBE_TIMEOUT_S", "healthz_url", "probe")
+__all__ = ("PROBE_TIMEOUT_S", "add_to", "healthz_url", "probe")
 
 # Under the image's HEALTHCHECK --timeout (5 s), so a slow answer is ours to report.
 PROBE_TIMEOUT_S = 4.0
@@ -83,3 +87,27 @@ def _probe_one(url: str, *, timeout_s: float) -> str | None:
         reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
         return f"{url} did not answer: {reason}"
     return None if status == 200 else f"{url} answered {status}"
+
+
+def add_to(commands: Commands) -> None:
+    """`stream-ctx healthcheck [--config FILE] [--workers N]`."""
+    command = add_command(
+        commands,
+        "healthcheck",
+        summary="exit 0 when a local `run` answers /healthz on metrics.port",
+    )
+    command.add_argument("--config", type=Path, help="TOML config file (the one `run` reads)")
+    command.add_argument(
+        "--workers",
+        type=worker_count,
+        default=1,
+        help="as given to `run`: probe every worker (worker i serves on metrics.port + i)",
+    )
+    command.set_defaults(handler=_healthcheck)
+
+
+def _healthcheck(args: argparse.Namespace) -> int:
+    problems = probe(load_settings(args.config).metrics, workers=args.workers)
+    for problem in problems:
+        print(f"stream-ctx: unhealthy: {problem}", file=sys.stderr)
+    return 1 if problems else 0

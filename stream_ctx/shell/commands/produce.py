@@ -6,20 +6,25 @@ Every line is checked as the processor would decode it; a bad one is reported as
 
 from __future__ import annotations
 
+import argparse
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
 from typing import TextIO
 
 from aiokafka.errors import KafkaError
 
 from stream_ctx.core.codec import decode_event
 from stream_ctx.errors import BrokerError, InvalidEventError
-from stream_ctx.settings import Settings, client_kwargs
+from stream_ctx.settings import Settings, client_kwargs, load_settings
+from stream_ctx.shell.commands.subcommand import Commands, add_command, log_options, run_async
 from stream_ctx.shell.kafka import clients
 from stream_ctx.shell.kafka.admin import partition_counts
-from stream_ctx.shell.processing.intake import bad_line, error_column
+from stream_ctx.shell.processing.intake import bad_line
 
-__all__ = ("Produced", "error_column", "produce_lines")
+__all__ = ("Produced", "add_to", "produce_lines")
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,3 +67,42 @@ async def produce_lines(
     finally:
         await producer.stop()
     return Produced(sent=len(sent), conversations=len(conversations), bad=bad)
+
+
+def add_to(commands: Commands) -> None:
+    """`stream-ctx produce [--config FILE] [--topic TOPIC] EVENTS`."""
+    command = add_command(
+        commands,
+        "produce",
+        parents=[log_options()],
+        summary="send a JSON-lines events file, keyed by conversation id",
+    )
+    command.add_argument("--config", type=Path, help="TOML config file")
+    command.add_argument("--topic", help="default: the first of kafka.input_topics")
+    command.add_argument("events", help="events file (JSON lines), or - for stdin")
+    command.set_defaults(handler=_produce, is_broker_client=True)
+
+
+def _produce(args: argparse.Namespace) -> int:
+    settings = load_settings(args.config)
+    topic = args.topic or settings.kafka.input_topics[0]
+    try:
+        with (
+            open(sys.stdin.fileno(), "rb", closefd=False)
+            if args.events == "-"
+            else Path(args.events).open("rb")
+        ) as lines:
+            source = "<stdin>" if args.events == "-" else args.events
+            produce = partial(
+                produce_lines, settings, lines, source=source, topic=topic, err=sys.stderr
+            )
+            done = run_async(produce)
+    except OSError as exc:
+        print(f"stream-ctx: cannot read {args.events!r}: {exc.strerror}", file=sys.stderr)
+        return 2
+    print(
+        f"sent {done.sent} event(s) of {done.conversations} conversation(s) to {topic!r}"
+        + (f"; {done.bad} bad line(s) skipped" if done.bad else ""),
+        file=sys.stderr,
+    )
+    return 1 if done.bad else 0

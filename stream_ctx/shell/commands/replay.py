@@ -1,17 +1,23 @@
-"""Offline replay: a JSON-lines events file in, one bundle per line out, exactly as Kafka's."""
+"""`stream-ctx replay`: a JSON-lines events file in, one bundle per line out, exactly as Kafka's."""
 
 from __future__ import annotations
 
+import argparse
+import sys
 from collections.abc import Iterator
 from functools import partial
+from pathlib import Path
 from typing import BinaryIO, TextIO
 
 from stream_ctx.core.codec import encode_bundle
 from stream_ctx.core.config import BundleConfig
 from stream_ctx.core.processor import ContextProcessor
 from stream_ctx.errors import InvalidEventError
-from stream_ctx.settings import KafkaSettings
+from stream_ctx.settings import KafkaSettings, load_settings
+from stream_ctx.shell.commands.subcommand import Commands, add_command
 from stream_ctx.shell.processing.intake import bad_line, read_value
+
+__all__ = ("add_to", "replay")
 
 # An over-long line is read past in pieces of this size, so it never sits in memory whole.
 _SKIP_CHUNK_BYTES = 1 << 20
@@ -61,3 +67,43 @@ def _bounded(stream: BinaryIO, max_bytes: int) -> Iterator[tuple[bytes, int | No
                 size -= 1
                 break
         yield line, size
+
+
+def add_to(commands: Commands) -> None:
+    """`stream-ctx replay [--config FILE] EVENTS`."""
+    command = add_command(
+        commands,
+        "replay",
+        summary="run the core over a JSON-lines events file, one bundle per line to stdout",
+    )
+    command.add_argument("--config", type=Path, help="TOML config file ([bundle] table)")
+    command.add_argument("events", help="events file (JSON lines), or - for stdin")
+    command.set_defaults(handler=_replay)
+
+
+def _replay(args: argparse.Namespace) -> int:
+    settings = load_settings(args.config)
+    limit = settings.kafka.max_event_bytes  # the limit `run` applies
+    if args.events == "-":
+        bad = replay(
+            settings.bundle, sys.stdin.buffer, sys.stdout.buffer, sys.stderr, max_event_bytes=limit
+        )
+    else:
+        try:
+            with Path(args.events).open("rb") as events:
+                bad = replay(
+                    settings.bundle,
+                    events,
+                    sys.stdout.buffer,
+                    sys.stderr,
+                    max_event_bytes=limit,
+                    source=args.events,
+                )
+        except OSError as exc:
+            print(f"stream-ctx: cannot read {args.events!r}: {exc.strerror}", file=sys.stderr)
+            return 2
+    sys.stdout.flush()
+    if bad:
+        print(f"stream-ctx: {bad} bad line(s) skipped", file=sys.stderr)
+        return 1
+    return 0

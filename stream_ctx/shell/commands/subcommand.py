@@ -1,11 +1,29 @@
-"""Subcommands whose --help opens with their one-line description (what `stream-ctx --help`
-lists for them), then usage and options."""
+"""What every subcommand shares: a --help that opens with its one-line description (what
+`stream-ctx --help` lists for it), and how its coroutine is run."""
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
+from collections.abc import Awaitable, Callable
+from typing import TypeAlias, TypeVar
 
-__all__ = ("DescriptionFirstParser", "add_command")
+import anyio
+
+from stream_ctx.errors import StreamCtxError
+
+__all__ = (
+    "Commands",
+    "DescriptionFirstParser",
+    "add_command",
+    "log_options",
+    "run_async",
+    "version",
+    "worker_count",
+)
+
+_T = TypeVar("_T")
+_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
 class DescriptionFirstParser(argparse.ArgumentParser):
@@ -25,8 +43,12 @@ class DescriptionFirstParser(argparse.ArgumentParser):
         return formatter.format_help()
 
 
+Commands: TypeAlias = "argparse._SubParsersAction[DescriptionFirstParser]"
+"""Where each subcommand module adds its parser."""
+
+
 def add_command(
-    commands: argparse._SubParsersAction[DescriptionFirstParser],
+    commands: Commands,
     name: str,
     *,
     summary: str,
@@ -35,3 +57,34 @@ def add_command(
     """A subcommand whose --help opens with the line `stream-ctx --help` lists for it."""
     description = summary[0].upper() + summary[1:] + "."
     return commands.add_parser(name, help=summary, description=description, **kwargs)  # type: ignore[arg-type]
+
+
+def log_options() -> argparse.ArgumentParser:
+    """`--log-json` and `--log-level`, a parent parser for the subcommands that log."""
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument("--log-json", action="store_true", help="one JSON object per log line")
+    options.add_argument("--log-level", choices=_LEVELS, default="INFO", help="default: INFO")
+    return options
+
+
+def run_async(function: Callable[[], Awaitable[_T]]) -> _T:
+    """Run a coroutine; a task group's lone StreamCtxError is raised as itself."""
+    try:
+        return anyio.run(function, backend="asyncio")
+    except BaseExceptionGroup as group:
+        if len(group.exceptions) == 1 and isinstance(group.exceptions[0], StreamCtxError):
+            raise group.exceptions[0] from None
+        raise
+
+
+def version() -> str:
+    """The installed stream-ctx's version."""
+    return importlib.metadata.version("stream-ctx")
+
+
+def worker_count(text: str) -> int:
+    """`--workers`: an integer >= 1."""
+    count = int(text)
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"--workers must be an integer >= 1, got {text!r}")
+    return count

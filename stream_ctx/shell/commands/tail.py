@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import argparse
 import signal
+import sys
+from functools import partial
+from pathlib import Path
 from typing import TextIO
 
 import anyio
@@ -13,11 +17,12 @@ from aiokafka.errors import KafkaError
 
 from stream_ctx.core.bundle import Bundle
 from stream_ctx.errors import BrokerError, MissingTopicError
-from stream_ctx.settings import Settings, client_kwargs
+from stream_ctx.settings import Settings, client_kwargs, load_settings
+from stream_ctx.shell.commands.subcommand import Commands, add_command, log_options, run_async
 from stream_ctx.shell.kafka import clients
 from stream_ctx.shell.kafka.admin import partition_counts
 
-__all__ = ("bundle_line", "tail_bundles")
+__all__ = ("add_to", "bundle_line", "tail_bundles")
 
 # Short enough that Ctrl-C and --count answer at once; an idle poll costs one fetch.
 _POLL_MS = 500
@@ -112,3 +117,36 @@ async def _cancel_on_signal(
         async for _ in signals:
             scope.cancel()
             return
+
+
+def add_to(commands: Commands) -> None:
+    """`stream-ctx tail [--config FILE] [--from-beginning] [--count N]`."""
+    command = add_command(
+        commands,
+        "tail",
+        parents=[log_options()],
+        summary="print bundles from kafka.output_topic as they arrive",
+    )
+    command.add_argument("--config", type=Path, help="TOML config file")
+    command.add_argument(
+        "--from-beginning", action="store_true", help="start at the oldest bundle, not the next"
+    )
+    command.add_argument("--count", type=int, help="exit after this many bundles")
+    command.set_defaults(handler=_tail, is_broker_client=True)
+
+
+def _tail(args: argparse.Namespace) -> int:
+    settings = load_settings(args.config)
+    tail = partial(
+        tail_bundles,
+        settings,
+        out=sys.stdout,
+        err=sys.stderr,
+        from_beginning=args.from_beginning,
+        max_bundles=args.count,
+    )
+    try:
+        run_async(tail)
+    except KeyboardInterrupt:  # Ctrl-C is how a tail ends
+        return 0
+    return 0

@@ -16,12 +16,12 @@ from collections.abc import Mapping, Sequence
 import anyio
 from anyio.abc import Process
 
-from stream_ctx.shell.commands.run import SHUTDOWN_BOUND_S
+__all__ = ("run_workers",)
 
 log = logging.getLogger("stream_ctx.workers")
 
-# Each worker drains within SHUTDOWN_BOUND_S of its SIGTERM; a little more for its exit.
-_STOP_BOUND_S = SHUTDOWN_BOUND_S + 5.0
+# A worker exits this long at most after its drain, however it ends.
+_EXIT_BOUND_S = 5.0
 # A worker that ignored SIGKILL this long is beyond our reach; the parent exits anyway.
 _KILL_BOUND_S = 5.0
 # Exit status when the parent itself was asked to stop and every worker drained cleanly.
@@ -29,13 +29,18 @@ _OK = 0
 
 
 async def run_workers(
-    argv: Sequence[str], count: int, *, environ: Mapping[str, str], metrics_port: int | None
+    argv: Sequence[str],
+    count: int,
+    *,
+    environ: Mapping[str, str],
+    metrics_port: int | None,
+    drain_bound_s: float,
 ) -> int:
     """Run `count` copies of `stream-ctx <argv>`; returns the first non-zero exit status, else 0.
 
     Worker i serves metrics on `metrics_port + i` when a fixed port is configured (0 lets each
     pick its own). Workers run in their own session, so a terminal's Ctrl-C reaches only this
-    process, which passes one SIGTERM to each.
+    process, which passes one SIGTERM to each; each drains within `drain_bound_s` of it.
     """
     processes: list[Process] = []
     status = _OK
@@ -62,7 +67,7 @@ async def run_workers(
         status = first_failure
     finally:
         with anyio.CancelScope(shield=True):
-            await _stop(processes)
+            await _stop(processes, bound_s=drain_bound_s + _EXIT_BOUND_S)
     return status
 
 
@@ -96,15 +101,15 @@ def _terminate(processes: Sequence[Process]) -> None:
             process.terminate()
 
 
-async def _stop(processes: Sequence[Process]) -> None:
+async def _stop(processes: Sequence[Process], *, bound_s: float) -> None:
     """SIGTERM what still runs, wait for the drains (bounded), then SIGKILL what is left."""
     _terminate(processes)
-    with anyio.move_on_after(_STOP_BOUND_S):
+    with anyio.move_on_after(bound_s):
         for process in processes:
             await process.wait()
     for process in processes:
         if process.returncode is None:
-            log.error("worker pid %d did not stop in %.0f s; killed", process.pid, _STOP_BOUND_S)
+            log.error("worker pid %d did not stop in %.0f s; killed", process.pid, bound_s)
             process.kill()
             with anyio.move_on_after(_KILL_BOUND_S):
                 await process.wait()

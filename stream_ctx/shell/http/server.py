@@ -17,16 +17,12 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from stream_ctx.settings import MetricsSettings
-from stream_ctx.shell.http.inspector.history import History
 from stream_ctx.shell.http.inspector.routes import (
     Inspector,
     inspector_routes,
-    required_token,
     sampling,
 )
 from stream_ctx.shell.http.metrics import Health, Metrics
-from stream_ctx.shell.processing.runner import Runner
 
 log = logging.getLogger("stream_ctx.web")
 
@@ -82,27 +78,6 @@ def http_app(
         exception_handlers={404: not_found},
         lifespan=lambda _: sampling(inspector),
     )
-
-
-def new_history(settings: MetricsSettings) -> History | None:
-    """The bounded history the inspector reads, if the inspector is on."""
-    if not settings.inspector or settings.port is None:
-        return None
-    return History(
-        max_events=settings.history_events,
-        max_bundles=settings.history_bundles,
-        max_conversations=settings.history_conversations,
-    )
-
-
-def runner_app(runner: Runner) -> Starlette:
-    """A runner's probes, plus its inspector when the runner keeps a history."""
-    if runner.history is None:
-        return http_app(runner.metrics, runner.health)
-    settings = runner.settings
-    token = required_token(settings.metrics.host, settings.metrics.inspector_token)
-    inspector = Inspector(runner.metrics, runner.history, runner.window_of, settings.bundle)
-    return http_app(runner.metrics, runner.health, inspector=inspector, token=token)
 
 
 async def run_http_server(

@@ -1,14 +1,29 @@
 """Progress watchdog: a member with records behind its position that moves none of them for a
-while is stalled, however alive its loop looks; a member with nothing to read never is."""
+while is stalled, however alive its loop looks; a member with nothing to read never is.
+
+`Progress` is the judgement alone (time passed in); `Watchdog` feeds it what the member sees.
+"""
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 
+from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition
 
-__all__ = ("Progress", "Stall")
+from stream_ctx.shell.http.metrics import Health
+
+__all__ = ("Progress", "Stall", "WaitReason", "Watchdog")
+
+# The member's log lines keep the logger name operators filter on.
+log = logging.getLogger("stream_ctx.runner")
+
+# Progress is judged this often: a stall is measured in minutes, the loop turns every 100 ms.
+_WATCH_INTERVAL_S = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,3 +99,56 @@ class Progress:
 
 WaitReason = Callable[[TopicPartition], str]
 """What a partition with records waiting is waiting on, in a few words."""
+
+
+class Watchdog:
+    """Judges the member's progress at most once a second: one WARNING and a red /healthz when a
+    stall begins, one INFO when a partition moves again."""
+
+    def __init__(self, health: Health, *, stall_after_s: float, fetch_max_wait_ms: int) -> None:
+        self._progress = Progress(stall_after_s=stall_after_s)
+        self._health = health
+        self._fetch_max_wait_s = fetch_max_wait_ms / 1000
+        self._next_at = time.monotonic()
+
+    @property
+    def is_due(self) -> bool:
+        return time.monotonic() >= self._next_at
+
+    def seconds_since_progress(self) -> float:
+        return self._progress.seconds_since(time.monotonic())
+
+    def observe(
+        self, consumer: AIOKafkaConsumer, positions: Mapping[TopicPartition, int], *, in_flight: int
+    ) -> None:
+        """Judge `positions` (each owned partition's next offset) against the high watermarks;
+        `in_flight` counts the writes not yet acknowledged."""
+        now = time.monotonic()
+        self._next_at = now + _WATCH_INTERVAL_S
+        highwaters = {tp: consumer.highwater(tp) for tp in positions}
+        was_stalled = self._progress.is_stalled
+        lags, is_new = self._progress.observe(
+            positions, {tp: mark for tp, mark in highwaters.items() if mark is not None}, now=now
+        )
+        if is_new:
+            why = partial(self._waiting_on, consumer, in_flight=in_flight)
+            reason = self._progress.stall(lags, now=now, why=why).describe()
+            log.warning("%s; /healthz reports stalled until one moves", reason)
+            self._health.set_stalled(reason)
+        elif was_stalled and not self._progress.is_stalled:
+            log.info("progressing again")
+            self._health.set_stalled(None)
+
+    def _waiting_on(self, consumer: AIOKafkaConsumer, tp: TopicPartition, *, in_flight: int) -> str:
+        """What a partition with records waiting waits on, from what the member can see."""
+        if tp in consumer.paused():
+            return "its undecodable batch, paused: see the error logged for it"
+        answered_ms = consumer.last_poll_timestamp(tp)
+        if not answered_ms:
+            return "a first fetch response from the broker"
+        answered_s = time.time() - answered_ms / 1000
+        if answered_s >= _WATCH_INTERVAL_S + self._fetch_max_wait_s:
+            return f"a fetch response from the broker (the last came {answered_s:.0f} s ago)"
+        if in_flight:
+            return f"acknowledgements of {in_flight} writes"
+        return "records the broker's fetch responses do not hold"

@@ -4,10 +4,8 @@ Records (msgpack keys, so any conversation or item id is safe):
   ["i", conversation, item, revision] -> ContextItem      one item version, written once
   ["p", conversation, seq]            -> packed context of bundle `seq` (for prefix reuse)
   ["s", conversation]                 -> ConversationState  counters, position, window keys
-Write order per batch makes every state record self-consistent without transactions:
-1. item versions and contexts the new states point at; 2. the states; 3. tombstones for
-versions no state points at any more. A crash between any two steps leaves each state record
-referring only to records already written, and restore drops the orphans.
+They are written in the order the commit protocol numbers (state/checkpoint.py), so every state
+record refers only to records already written, and restore drops the orphans a crash leaves.
 """
 
 from __future__ import annotations

@@ -1,14 +1,18 @@
-"""The commit protocol: bundles and state acknowledged before the offsets they cover.
+"""The commit protocol: every input offset is committed only after what it covers, bundles and
+state, is acknowledged. Its steps, in order, for every input batch since the last flush:
 
-In this order, for every input batch since the last flush:
-1. bundles, dead letters and new item versions go out as the batch is processed (`add`); the
-   next batch is processed while they are on the wire;
+1. as the batch is processed, bundles and dead letters go out (`cover`), then each partition's
+   tombstones for records a crash left behind, its new item versions and packed contexts
+   (`add`); the next batch is processed while they are on the wire;
 at each flush (every `state.commit_interval_ms`, on revocation, when idle, at shutdown):
    await every step-1 acknowledgement since the last flush;
 2. write the conversation states (each names the input offset it reflects); await the acks;
-3. write tombstones for superseded item versions; await the acks; commit the input offsets.
-A crash anywhere leaves states that only point at written items and bundles already published
-for every event a state reflects; restarting re-applies exactly the events states do not reflect.
+3. write tombstones for item versions and contexts no state points at any more; await the acks;
+4. commit the input offsets.
+
+A crash anywhere leaves states that only point at written records, and bundles already published
+for every event a state reflects; restarting re-applies exactly the events states do not reflect,
+and restore drops the orphans. No transactions are needed.
 """
 
 from __future__ import annotations
@@ -20,7 +24,13 @@ from dataclasses import dataclass, field
 
 from aiokafka.structs import TopicPartition
 
-from stream_ctx.shell.state.changelog import Record
+from stream_ctx.shell.state.changelog import ChangelogWrites, Record
+
+__all__ = ("Checkpoint", "Commit", "Send")
+
+# Step-1 sends on the wire before processing waits for them: bounds memory in flight when
+# publishing falls behind.
+_MAX_IN_FLIGHT_SENDS = 20_000
 
 Send = Callable[[TopicPartition, list[Record]], Awaitable[list[asyncio.Future[object]]]]
 """Writes changelog records of an input partition; returns their acknowledgements."""
@@ -38,7 +48,7 @@ class _Staged:
 
 @dataclass(slots=True)
 class _Flush:
-    """What one flush covers: step-1 acks to await, steps 2-3 to write, offsets to commit."""
+    """What one flush covers: step-1 acks to await, steps 2-3 to write, step-4 offsets."""
 
     in_flight: list[asyncio.Future[object]] = field(default_factory=list)
     staged: dict[TopicPartition, _Staged] = field(default_factory=dict)
@@ -70,25 +80,34 @@ class Checkpoint:
     def is_due(self) -> bool:
         return time.monotonic() >= self._due
 
-    def add(
+    def cover(self, sent: Iterable[asyncio.Future[object]]) -> None:
+        """Step 1's acknowledgements of bundles and dead letters, sent as records were processed."""
+        self._open.in_flight.extend(sent)
+
+    async def add(
         self,
         tp: TopicPartition,
+        writes: ChangelogWrites,
         *,
-        sent: Iterable[asyncio.Future[object]],
-        states: Iterable[Record],
-        tombstones: Iterable[Record],
+        orphans: Iterable[Record],
         next_offset: int,
     ) -> None:
-        """One partition's batch: its step-1 acks, its step-2 and step-3 records, its offset."""
-        self._open.in_flight.extend(sent)
+        """One partition's batch: send its step-1 records now (`orphans`, tombstones for what a
+        restore found a crash left behind, ahead of the same keys written again), stage its
+        steps 2 and 3, and note its next input offset for step 4."""
+        self._open.in_flight.extend(await self._send(tp, [*orphans, *writes.items]))
         staged = self._open.staged.setdefault(tp, _Staged())
-        staged.states.update(states)
-        staged.tombstones.extend(tombstones)
+        staged.states.update(writes.states)
+        staged.tombstones.extend(writes.tombstones)
         self._open.offsets[tp] = next_offset
 
-    def add_sent(self, sent: Iterable[asyncio.Future[object]]) -> None:
-        """Step-1 acks that belong to no partition's batch of their own (dead letters, bundles)."""
-        self._open.in_flight.extend(sent)
+    async def end_batch(self) -> None:
+        """After each batch: flush now if publishing fell behind (before fetching more), else in
+        the background once the commit interval has passed."""
+        if self.in_flight > _MAX_IN_FLIGHT_SENDS:
+            await self.flush()
+        elif self.is_due:
+            self.start_background()
 
     def start_background(self) -> None:
         """Flush what is open while later batches are processed; never two at once."""
@@ -135,7 +154,7 @@ class Checkpoint:
         return flush
 
     async def _write(self, flush: _Flush) -> None:
-        # (step 1 was sent by `add`) await its acknowledgements
+        # 1. (sent by `cover` and `add`) await the acknowledgements
         await asyncio.gather(*flush.in_flight)
         # 2. states, each naming the last input offset it reflects
         await asyncio.gather(
@@ -145,9 +164,10 @@ class Checkpoint:
                 for f in await self._send(tp, [*s.states.items()])
             ]
         )
-        # 3. tombstones for superseded versions, then the offsets
+        # 3. tombstones for superseded versions
         await asyncio.gather(
             *[f for tp, s in flush.staged.items() for f in await self._send(tp, s.tombstones)]
         )
+        # 4. the input offsets
         if flush.offsets:
             await self._commit(flush.offsets)

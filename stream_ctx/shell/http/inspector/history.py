@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from stream_ctx.core.bundle import Bundle
-from stream_ctx.core.processor import ItemEvent
+from stream_ctx.core.processor import ContextProcessor, ItemEvent
 
 What = Literal["accepted", "merged", "rejected", "evicted", "skipped for budget"]
 
@@ -56,6 +56,16 @@ class History:
     max_conversations: int = 1000
     _conversations: OrderedDict[str, ConversationHistory] = field(default_factory=OrderedDict)
     version: int = 0
+
+    def record_processing(
+        self, source: str, processor: ContextProcessor, bundle: Bundle | None
+    ) -> None:
+        """What `processor` did since the last call: its item outcomes, then the bundle they led
+        to (if any) with the window it was made from."""
+        self.record_items(source, processor.take_item_events())
+        if bundle is not None:
+            window = processor.window_of(bundle.conversation_id, now_ms=bundle.ts) or []
+            self.record_bundle(source, bundle, [r.item.id for r in window])
 
     def record_items(self, source: str, events: Iterable[ItemEvent]) -> None:
         """Timeline entries for offered items; an eviction is entered on the evicted item."""

@@ -1,0 +1,252 @@
+"""The input partitions a member owns: each with its processor, claimed paused until restored
+from the changelog, released after a flush when revoked."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from functools import partial
+
+import anyio
+from aiokafka import ConsumerRebalanceListener
+from aiokafka.structs import TopicPartition
+
+from stream_ctx.core.accumulator import RankedItem
+from stream_ctx.core.changes import Restored
+from stream_ctx.core.processor import ContextProcessor
+from stream_ctx.errors import UndecodableBatchError
+from stream_ctx.settings import Settings
+from stream_ctx.shell.http.metrics import Health, Metrics
+from stream_ctx.shell.kafka.clients import SessionClients
+from stream_ctx.shell.kafka.topology import changelog_topic
+from stream_ctx.shell.processing.stats import RunnerStats
+from stream_ctx.shell.state.changelog import Record, RestoredPartition
+from stream_ctx.shell.state.checkpoint import Checkpoint
+from stream_ctx.shell.state.recovery import read_changelogs
+
+__all__ = ("OwnedPartitions",)
+
+# The member's log lines keep the logger name operators filter on.
+log = logging.getLogger("stream_ctx.runner")
+
+
+class OwnedPartitions(ConsumerRebalanceListener):  # type: ignore[misc]
+    """Each owned partition's processor and next input offset. aiokafka calls it on every
+    rebalance; the member is ready once every assigned partition is restored."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        clients: SessionClients,
+        checkpoint: Checkpoint,
+        *,
+        lock: anyio.Lock,
+        stats: RunnerStats,
+        metrics: Metrics,
+        health: Health,
+        is_recording_items: bool,
+        on_ready: Callable[[], None],
+    ) -> None:
+        self._settings, self._clients, self._checkpoint = settings, clients, checkpoint
+        # Held while processors change or process, so a revocation waits for the batch.
+        self._lock = lock
+        self._stats, self._metrics, self._health = stats, metrics, health
+        self._is_recording_items, self._on_ready = is_recording_items, on_ready
+        self.processors: dict[TopicPartition, ContextProcessor] = {}
+        self.is_ready = False
+        # A test seam, None in production: awaited inside the restore of newly assigned
+        # partitions, to hold it in progress (recovery.read_changelogs says where).
+        self.restore_hold: Callable[[], Awaitable[None]] | None = None
+        self._pending: set[TopicPartition] = set()
+        # Next input offset to process per partition: where a failed fetch rewinds to.
+        self._next_offsets: dict[TopicPartition, int] = {}
+        self._orphans: dict[TopicPartition, list[Record]] = {}
+
+    async def on_partitions_revoked(self, revoked: Iterable[TopicPartition]) -> None:
+        await self.release(list(revoked))
+
+    async def on_partitions_assigned(self, assigned: Iterable[TopicPartition]) -> None:
+        self.claim(list(assigned))
+
+    @property
+    def is_restoring(self) -> bool:
+        """Whether claimed partitions wait for their restore."""
+        return bool(self._pending)
+
+    def forget(self) -> None:
+        """Drop what a failed session held: a new one restores it from the changelog."""
+        self.processors.clear()
+        self._pending.clear()
+        self._next_offsets.clear()
+        self._orphans.clear()
+        self.mark_ready(is_rebalancing=True)  # ready again once assigned and restored
+
+    def claim(self, assigned: list[TopicPartition]) -> None:
+        """Newly assigned partitions wait, paused, until their state is restored."""
+        fresh = [tp for tp in assigned if tp not in self.processors]
+        self._pending.update(fresh)
+        self._clients.consumer.pause(*fresh)
+        self.mark_ready()
+        log.info("assigned %s; restoring %d partition(s)", _names(assigned), len(fresh))
+
+    async def release(self, revoked: list[TopicPartition]) -> None:
+        """Finish and commit what is in flight for revoked partitions, then forget them."""
+        self.mark_ready(is_rebalancing=True)
+        self._pending.difference_update(revoked)
+        async with self._lock:
+            try:
+                await self._checkpoint.flush()
+            finally:
+                for tp in revoked:
+                    self.processors.pop(tp, None)
+                    self._next_offsets.pop(tp, None)
+                    self._orphans.pop(tp, None)  # the new owner cleans them up itself
+        self._metrics.forget_partitions(revoked)
+        self.count_held()
+        log.info("revoked %s", _names(revoked))
+
+    async def restore(self) -> None:
+        """Rebuild the windows of the partitions waiting for it from their changelogs."""
+        started = time.perf_counter()
+        pending = self._pending
+        restored = await self._read_changelogs(
+            set(pending), is_wanted=pending.__contains__, hold=self.restore_hold
+        )
+        dropped = [tp for tp in restored if tp not in pending]
+        if dropped:
+            log.info("revoked while restoring: %s", _names(dropped))
+        conversations = 0
+        for tp, state in restored.items():
+            if tp not in pending:
+                continue
+            processor = ContextProcessor(
+                self._settings.bundle,
+                is_tracking_changes=True,
+                is_recording_items=self._is_recording_items,
+            )
+            for cid in state.conversation_ids():
+                processor.restore_lazily(cid, partial(self._load, tp, state, cid))
+                conversations += 1
+            self.processors[tp] = processor
+            pending.discard(tp)
+            self._clients.consumer.resume(tp)
+            self._stats.restored_conversations += processor.held
+            self._stats.restored_records += state.records
+        elapsed = time.perf_counter() - started
+        self._stats.restore_seconds += elapsed
+        self.mark_ready()
+        self._metrics.restored(seconds=elapsed, conversations=conversations)
+        self.count_held()
+        log.info(
+            "restored %d conversation(s) from %d changelog record(s) in %.3f s (%.0f/s)",
+            conversations,
+            sum(s.records for s in restored.values()),
+            elapsed,
+            conversations / elapsed if elapsed > 0 else 0.0,
+        )
+
+    async def reload(self, tp: TopicPartition, processor: ContextProcessor, cid: str) -> None:
+        """Bring back one released conversation for a late event (rare: a full partition read)."""
+        started = time.perf_counter()
+        restored = await self._read_changelogs({tp}, is_wanted=lambda _: True, only=cid)
+        for found, state, items, previous_context in restored[tp].conversations():
+            processor.restore(found, state, items, previous_context)
+        log.info(
+            "reloaded released conversation %r of %s/%d for a late event in %.3f s",
+            cid,
+            tp.topic,
+            tp.partition,
+            time.perf_counter() - started,
+        )
+
+    def release_idle(self) -> None:
+        """Free idle conversations' memory on each partition's stream time (state stays durable)."""
+        released = sum(p.release_idle() for p in self.processors.values())
+        if released:
+            log.info("released %d idle conversation(s) from memory", released)
+            self.count_held()
+
+    def processed(self, tp: TopicPartition, next_offset: int) -> None:
+        """A batch of `tp` is processed up to `next_offset`."""
+        self._next_offsets[tp] = next_offset
+
+    def stuck_at(self, error: UndecodableBatchError) -> None:
+        """A partition paused at an undecodable batch: judged by the watchdog from here on."""
+        self._next_offsets.setdefault(TopicPartition(error.topic, error.partition), error.offset)
+
+    def positions(self) -> dict[TopicPartition, int]:
+        """The next input offset of each owned partition that has one."""
+        return {tp: self._next_offsets[tp] for tp in self.processors if tp in self._next_offsets}
+
+    async def rewind_positions(self) -> dict[TopicPartition, int]:
+        """Where each owned partition not paused resumes: one past the last processed offset,
+        else the committed one, else the start (Kafka resets an offset before the log start to
+        the earliest)."""
+        consumer = self._clients.consumer
+        paused = consumer.paused()
+        positions = {}
+        for tp in self.processors:
+            if tp in paused:
+                continue
+            if tp in self._next_offsets:
+                positions[tp] = self._next_offsets[tp]
+            else:
+                committed: int | None = await consumer.committed(tp)
+                positions[tp] = committed if committed is not None else 0
+        return positions
+
+    def take_orphans(self, tp: TopicPartition) -> list[Record]:
+        """Tombstones for records a crash left behind, found as restored conversations load."""
+        return self._orphans.pop(tp, [])
+
+    def window_of(self, conversation_id: str) -> tuple[list[RankedItem], int] | None:
+        """A held conversation's window ranked at its partition's stream time, and that time."""
+        for processor in self.processors.values():
+            now_ms = processor.stream_time_ms
+            ranked = processor.window_of(conversation_id, now_ms=now_ms)
+            if ranked is not None:
+                return ranked, now_ms
+        return None
+
+    def count_held(self) -> None:
+        self._metrics.conversations_held(sum(p.held for p in self.processors.values()))
+
+    def mark_ready(self, *, is_rebalancing: bool = False) -> None:
+        """Ready once every assigned partition is restored; never while a rebalance runs."""
+        self.is_ready = not is_rebalancing and not self._pending
+        self._health.set_ready(self.is_ready)
+        if self.is_ready:
+            self._on_ready()
+
+    def _load(self, tp: TopicPartition, restored: RestoredPartition, cid: str) -> Restored:
+        """Decode a restored conversation on its first event; its orphans go out with the
+        batch's first changelog writes, ahead of the same keys written again."""
+        self._orphans.setdefault(tp, []).extend(restored.orphans(cid))
+        return restored.load(cid)
+
+    async def _read_changelogs(
+        self,
+        partitions: set[TopicPartition],
+        *,
+        is_wanted: Callable[[TopicPartition], bool],
+        only: str | None = None,
+        hold: Callable[[], Awaitable[None]] | None = None,
+    ) -> dict[TopicPartition, RestoredPartition]:
+        sources = {
+            TopicPartition(changelog_topic(tp.topic, self._settings), tp.partition): tp
+            for tp in partitions
+        }
+        return await read_changelogs(
+            self._clients.restorer,
+            sources,
+            is_wanted=is_wanted,
+            only=only,
+            timeout_s=self._settings.state.restore_timeout_s,
+            beat=self._health.beat,
+            hold=hold,
+        )
+
+
+def _names(partitions: Iterable[TopicPartition]) -> str:
+    return ", ".join(f"{tp.topic}/{tp.partition}" for tp in sorted(partitions)) or "nothing"
