@@ -1,0 +1,102 @@
+"""No import circles anywhere in stream_ctx: the modules form layers (core, settings, shell
+parts, commands), each importing only from below.
+
+Every import counts, wherever it stands: at module level, under `if TYPE_CHECKING:`, or inside a
+function. A TYPE_CHECKING import only hides a dependency from the interpreter and a function's
+import only defers it; a circle through either is the same tangle for a reader, and renaming or
+moving one of its modules breaks the other. Parent packages a dotted import runs first are not
+edges: `stream_ctx/__init__.py` re-exports the core, which imports `stream_ctx.errors`.
+"""
+
+from __future__ import annotations
+
+import ast
+import graphlib
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+import stream_ctx
+
+PACKAGE = Path(stream_ctx.__file__).resolve().parent
+
+
+def module_paths(package: Path) -> dict[str, Path]:
+    """Every module of `package` by its dotted name; a package's name is its `__init__.py`."""
+    found = {}
+    for path in sorted(package.rglob("*.py")):
+        parts = path.relative_to(package.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        found[name] = path
+    return found
+
+
+def imports_of(name: str, path: Path, modules: Mapping[str, Path]) -> set[str]:
+    """The modules of `modules` that module `name` imports, anywhere in its body."""
+    is_package = path.name == "__init__.py"
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                here = name.split(".") if is_package else name.split(".")[:-1]
+                anchor = here[: len(here) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            # `from package import module` names a module; `from module import name` does not.
+            found.update(
+                f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
+                for alias in node.names
+            )
+    return {target for target in found if target in modules and target != name}
+
+
+def import_graph(package: Path) -> dict[str, set[str]]:
+    modules = module_paths(package)
+    return {name: imports_of(name, path, modules) for name, path in modules.items()}
+
+
+def circle_in(graph: Mapping[str, set[str]]) -> list[str]:
+    """One import circle of `graph` (its first module repeated at the end), or [] if none."""
+    try:
+        graphlib.TopologicalSorter(graph).prepare()
+    except graphlib.CycleError as error:
+        circle: list[str] = error.args[1]
+        return list(reversed(circle))
+    return []
+
+
+def test_the_graph_holds_every_module_and_known_edges() -> None:
+    graph = import_graph(PACKAGE)
+    assert "stream_ctx.shell.processing.runner" in graph
+    assert "stream_ctx.shell.state.checkpoint" in graph["stream_ctx.shell.processing.runner"]
+    assert "stream_ctx.errors" in graph["stream_ctx.core.codec"]
+
+
+def test_stream_ctx_has_no_import_circle() -> None:
+    circle = circle_in(import_graph(PACKAGE))
+    assert circle == [], " -> ".join(circle)
+
+
+def test_the_public_client_imports_no_shell_module() -> None:
+    graph = import_graph(PACKAGE)
+    assert not [m for m in graph["stream_ctx.client"] if m.startswith("stream_ctx.shell")]
+
+
+@pytest.mark.parametrize(
+    ("importer", "why"),
+    [
+        ("from pkg import b\n", "at module level"),
+        ("import typing\nif typing.TYPE_CHECKING:\n    from pkg.b import B\n", "TYPE_CHECKING"),
+        ("def later():\n    from . import b\n", "inside a function, relative"),
+    ],
+)
+def test_circle_check_catches_every_kind_of_import(tmp_path: Path, importer: str, why: str) -> None:
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text(importer)
+    (package / "b.py").write_text("import pkg.a\n")
+    assert sorted(set(circle_in(import_graph(package)))) == ["pkg.a", "pkg.b"], why
