@@ -13,6 +13,8 @@ import importlib.util
 import sys
 from types import ModuleType
 
+__all__ = ("bindings",)
+
 _NAME = "bpe_openai._bindings"
 
 

@@ -22,6 +22,17 @@ from pathlib import Path
 from stream_ctx.core.events import End, Event, Finalize, Retrieval, RetrievedItem
 from stream_ctx.testlog import TestSuite
 
+__all__ = (
+    "CORPORA",
+    "GREP_BYTES",
+    "MIN_FILE_LINES",
+    "READ_BYTES",
+    "SourceFile",
+    "conversation",
+    "sources",
+    "workload",
+)
+
 CORPORA = ("code", "stdlib-code")
 _CODE_PACKAGES = ("anyio", "starlette")
 _STDLIB_NAMES = (

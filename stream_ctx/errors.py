@@ -2,6 +2,17 @@
 
 from __future__ import annotations
 
+__all__ = (
+    "BrokerError",
+    "ConfigError",
+    "ConversationReleasedError",
+    "InvalidEventError",
+    "MissingTopicError",
+    "ShutdownTimeoutError",
+    "StreamCtxError",
+    "UndecodableBatchError",
+)
+
 
 class StreamCtxError(Exception):
     """Base class. `retriable` tells the runner whether to retry or to dead-letter."""

@@ -17,6 +17,17 @@ from dataclasses import dataclass
 
 from stream_ctx.core.events import End, Event, Finalize, Retrieval, RetrievedItem
 
+__all__ = (
+    "CHUNK_CHARS",
+    "MIN_DOCUMENT_CHARS",
+    "STRIDE_CHARS",
+    "Document",
+    "chunks",
+    "conversation",
+    "documents",
+    "workload",
+)
+
 CHUNK_CHARS = 800
 STRIDE_CHARS = 640
 # Documents shorter than two chunks have no neighbours to re-retrieve.

@@ -8,6 +8,8 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 
+__all__ = ("MAX_LOG_BYTES", "Failure", "TestSuite", "Views")
+
 # Logs stay under this size: a test run pasted into a context is rarely longer.
 MAX_LOG_BYTES = 4000
 _MIN_TESTS = 12

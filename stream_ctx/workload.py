@@ -23,6 +23,8 @@ import msgspec
 
 from stream_ctx.core.events import End, Event, Finalize, Retrieval, RetrievedItem
 
+__all__ = ("TEXTS", "WorkloadShape", "conversation_events", "generate", "passage")
+
 _SUBJECTS = (
     "the auth middleware",
     "the token cache",

@@ -17,6 +17,8 @@ from prometheus_client.registry import Collector
 
 from stream_ctx.core.caches import cache_figures
 
+__all__ = ("Health", "Metrics")
+
 # Finalize-to-publish is milliseconds when caught up and seconds under backlog.
 _LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 # A restore takes milliseconds for a few conversations, up to `state.restore_timeout_s` (300 s).

@@ -24,6 +24,8 @@ from stream_ctx.shell.http.inspector.routes import (
 )
 from stream_ctx.shell.http.metrics import Health, Metrics
 
+__all__ = ("http_app", "run_http_server")
+
 log = logging.getLogger("stream_ctx.web")
 
 # A client that sends no request in this long is dropped (Hypercorn's keep-alive timeout
@@ -35,7 +37,7 @@ _MAX_REQUEST_HEAD_BYTES = 8192
 _GRACEFUL_TIMEOUT_S = 1.0
 
 
-def probe_routes(metrics: Metrics, health: Health) -> list[BaseRoute]:
+def _probe_routes(metrics: Metrics, health: Health) -> list[BaseRoute]:
     """GET /metrics, /healthz and /readyz: open to anyone, they hold no conversation content."""
 
     async def scrape(_: Request) -> Response:
@@ -70,7 +72,7 @@ def http_app(
     async def not_found(_: Request, __: Exception) -> Response:
         return PlainTextResponse("not found: try /metrics, /healthz or /readyz\n", 404)
 
-    routes: list[BaseRoute] = probe_routes(metrics, health)
+    routes: list[BaseRoute] = _probe_routes(metrics, health)
     if inspector is None:
         return Starlette(routes=routes, exception_handlers={404: not_found})
     return Starlette(

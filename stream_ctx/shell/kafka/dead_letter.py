@@ -15,12 +15,14 @@ from aiokafka.structs import ConsumerRecord
 
 from stream_ctx.errors import InvalidEventError
 
+__all__ = ("Headers", "send_dead_letter")
+
 Headers = list[tuple[str, bytes]]
 
 log = logging.getLogger("stream_ctx.dead_letter")
 
 
-def dead_letter_headers(record: ConsumerRecord[bytes, bytes], error: BaseException) -> Headers:
+def _headers(record: ConsumerRecord[bytes, bytes], error: BaseException) -> Headers:
     """The record's own headers followed by the error and where the record came from."""
     own: Sequence[tuple[str, bytes]] = record.headers or ()
     headers: Headers = [(name, value) for name, value in own]
@@ -49,7 +51,7 @@ async def send_dead_letter(
     """Send the record whole, with the error headers; the returned future is its
     acknowledgement. Only if the producer or the broker refuses it as too large, the first
     `head_bytes` of the value go instead, with headers saying so, and `on_truncated` is called."""
-    headers = dead_letter_headers(record, error)
+    headers = _headers(record, error)
     try:
         whole = await _send(producer, topic, record, record.value, headers, partitions)
     except MessageSizeTooLargeError:

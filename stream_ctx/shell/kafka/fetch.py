@@ -19,6 +19,8 @@ from aiokafka.structs import ConsumerRecord, TopicPartition
 
 from stream_ctx.errors import UndecodableBatchError
 
+__all__ = ("DECODE_ERRORS", "Batch", "fetch_isolating")
+
 Batch = dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]
 
 # What decoding a record batch raises: a missing or unknown codec, a bad CRC, or the
@@ -60,14 +62,14 @@ async def fetch_isolating(
                     topic=tp.topic,
                     partition=tp.partition,
                     offset=offset,
-                    codec=codec_of(exc),
+                    codec=_codec_of(exc),
                     cause=_describe(exc),
                 )
             )
     return batch, failed
 
 
-def codec_of(exc: BaseException) -> str:
+def _codec_of(exc: BaseException) -> str:
     """The codec a decoding error came from: the failing decompressor, else the message."""
     tb = exc.__traceback__
     found = None

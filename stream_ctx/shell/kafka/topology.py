@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from stream_ctx.settings import Settings
 from stream_ctx.shell.kafka.admin import TopicSpec
 
+__all__ = ("DLQ_MAX_MESSAGE_BYTES", "OUTPUT_RETENTION_MS", "changelog_topic", "topics_to_create")
+
 # Output and dead-letter topics we create keep a week: bundles are consumed within seconds, and
 # a week leaves time to inspect and re-drive dead letters. Existing topics are left as they are.
 OUTPUT_RETENTION_MS = 7 * 24 * 3_600_000

@@ -14,7 +14,7 @@ from stream_ctx.core.codec import decode_event
 from stream_ctx.core.events import End, Event, Finalize, Retrieval
 from stream_ctx.errors import InvalidEventError
 
-__all__ = ("bad_line", "error_column", "read_event", "read_value")
+__all__ = ("bad_line", "read_event", "read_value")
 
 # Bytes shown either side of an invalid UTF-8 sequence in the error message.
 _CONTEXT_BYTES = 12
@@ -71,10 +71,10 @@ def read_event(record: ConsumerRecord[bytes, bytes], *, max_bytes: int) -> Event
 def bad_line(source: str, number: int, line: bytes, error: InvalidEventError) -> str:
     """`FILE:LINE:COLUMN: message`, with the allowed values of an enum field, or what a date
     string in an epoch-milliseconds field would have been."""
-    return f"{source}:{number}:{error_column(line, error)}: {error}{_hint(line, error)}"
+    return f"{source}:{number}:{_error_column(line, error)}: {error}{_hint(line, error)}"
 
 
-def error_column(line: bytes, error: InvalidEventError) -> int:
+def _error_column(line: bytes, error: InvalidEventError) -> int:
     """1-based byte column of a bad line's fault: where the JSON breaks, or the bad field's key."""
     found = _BYTE.search(str(error))
     if found:

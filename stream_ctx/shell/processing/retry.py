@@ -9,6 +9,8 @@ from aiokafka.errors import KafkaError, KafkaTimeoutError
 
 from stream_ctx.errors import StreamCtxError
 
+__all__ = ("Backoff", "Outage", "is_transient")
+
 
 def is_transient(exc: BaseException) -> bool:
     """A fault of the broker or the network, not of the record being handled: our errors and

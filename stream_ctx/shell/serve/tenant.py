@@ -8,7 +8,6 @@ exactly as one for an unknown conversation, so ids do not leak.
 from __future__ import annotations
 
 import hmac
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -107,7 +106,3 @@ def _tenant(name: str, entry: object, environ: Mapping[str, str]) -> Tenant:
         raise ConfigError(f"`{where}.token` must be a string of 16 characters or more (not shown)")
     return Tenant(name, token, tuple(prefixes))
 
-
-def tenants_from_env(table: Mapping[str, Any]) -> Tenants:
-    """`from_table` over this process's environment."""
-    return Tenants.from_table(table, environ=os.environ)

@@ -20,6 +20,16 @@ import msgspec
 from stream_ctx.core.accumulator import ContextItem
 from stream_ctx.core.changes import ConversationChange, ConversationState, ItemKey, Restored
 
+__all__ = (
+    "ChangelogRecord",
+    "ChangelogWrites",
+    "Record",
+    "RestoredPartition",
+    "context_key",
+    "item_key",
+    "state_key",
+)
+
 
 class _KeyHead(msgspec.Struct, array_like=True, gc=False):
     """A changelog key's kind and conversation; the rest of the key is skipped, not decoded."""

@@ -12,6 +12,8 @@ from aiokafka.structs import TopicPartition
 from stream_ctx.errors import BrokerError
 from stream_ctx.shell.state.changelog import RestoredPartition
 
+__all__ = ("read_changelogs",)
+
 # How long one fetch waits before the loop checks what is left to read.
 _POLL_MS = 100
 

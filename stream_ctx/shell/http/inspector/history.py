@@ -14,6 +14,8 @@ from typing import Literal
 from stream_ctx.core.bundle import Bundle
 from stream_ctx.core.processor import ContextProcessor, ItemEvent
 
+__all__ = ("ConversationHistory", "History", "TimelineEntry", "What")
+
 What = Literal["accepted", "merged", "rejected", "evicted", "skipped for budget"]
 
 

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry
 
+__all__ = ("Series", "Totals", "read_totals")
+
 # One point a second for five minutes: what the overview's small plots show.
 _SERIES_POINTS = 300
 

@@ -32,6 +32,16 @@ from stream_ctx.shell.http.inspector.views import (
 )
 from stream_ctx.shell.http.metrics import Metrics
 
+__all__ = (
+    "PREFIX",
+    "Inspector",
+    "WindowSource",
+    "inspector_routes",
+    "is_local",
+    "required_token",
+    "sampling",
+)
+
 PREFIX = "/inspect"
 # Live pages update this often; the overview's rates are per-second samples too.
 _TICK_S = 1.0

@@ -17,6 +17,21 @@ from stream_ctx.core.tokenizer import Tokenizer, get_tokenizer
 from stream_ctx.shell.http.inspector.history import ConversationHistory
 from stream_ctx.shell.http.inspector.overview import Series, Totals
 
+__all__ = (
+    "BundleView",
+    "Entry",
+    "EntryCost",
+    "Piece",
+    "WindowRow",
+    "bundle_view",
+    "context_pieces",
+    "conversation_summary",
+    "live_figures",
+    "saved_fraction",
+    "split_entries",
+    "window_rows",
+)
+
 
 @dataclass(frozen=True, slots=True)
 class WindowRow:
