@@ -22,6 +22,7 @@ from stream_ctx.settings.tables import (
     Settings,
     StateSettings,
 )
+from stream_ctx.validation import invalid
 
 __all__ = ("ENV_PREFIX", "config_keys", "env_names", "load_settings")
 
@@ -77,7 +78,7 @@ def load_settings(
     try:
         return msgspec.convert({**tables, "bundle": bundle}, Settings, from_attributes=True)
     except msgspec.ValidationError as exc:
-        raise ConfigError(str(exc).replace("`$.", "`")) from exc
+        raise ConfigError(invalid(exc, tables).describe("the configuration")) from exc
 
 
 def _check_tables(tables: dict[str, dict[str, Any]], sources: Mapping[str, str]) -> None:

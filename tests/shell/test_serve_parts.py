@@ -104,7 +104,7 @@ def test_tenant_config_errors_name_the_key_and_never_the_token(
         (b'{"max_tokens": 0}', "`max_tokens`: Expected `int` >= 1, got 0"),
         (b'{"mode": "diff"}', "`mode`: expected one of 'delta', 'full', got 'diff'"),
         (b'{"request_id": 7}', "`request_id`: Expected `str | null`, got 7"),
-        (b'{"colour": "red"}', "`colour` is not a field of the body"),
+        (b'{"colour": "red"}', "`colour` is not a field of the request body"),
         (b"[1, 2]", "the request body expected `object`, got [1, 2]"),
         (b'{"max_tokens": ', "the request body is not valid JSON: Input data was truncated"),
     ],

@@ -4,7 +4,6 @@ is wrong: `run` and `replay` apply the same limits and checks through `read_valu
 from __future__ import annotations
 
 import datetime
-import re
 
 import msgspec
 from aiokafka.structs import ConsumerRecord
@@ -13,13 +12,12 @@ from msgspec import inspect
 from stream_ctx.core.codec import decode_event
 from stream_ctx.core.events import End, Event, Finalize, Retrieval
 from stream_ctx.errors import InvalidEventError
+from stream_ctx.validation import byte_offset, is_truncated, path_steps
 
 __all__ = ("bad_line", "read_event", "read_value")
 
 # Bytes shown either side of an invalid UTF-8 sequence in the error message.
 _CONTEXT_BYTES = 12
-_BYTE = re.compile(r"\(byte (\d+)\)")
-_PATH_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
 _EVENT_TYPES = {cls.__struct_config__.tag: cls for cls in (Retrieval, Finalize, End)}
 _EPOCH_MS_FIELDS = ("ts", "created_at")
 
@@ -76,18 +74,18 @@ def bad_line(source: str, number: int, line: bytes, error: InvalidEventError) ->
 
 def _error_column(line: bytes, error: InvalidEventError) -> int:
     """1-based byte column of a bad line's fault: where the JSON breaks, or the bad field's key."""
-    found = _BYTE.search(str(error))
-    if found:
-        return int(found.group(1)) + 1
+    offset = byte_offset(str(error))
+    if offset is not None:
+        return offset + 1
     if error.path in (None, "$"):
-        return len(line) + 1 if "truncated" in str(error) else 1
+        return len(line) + 1 if is_truncated(str(error)) else 1
     position, skip = 0, 0
-    for name, index in _PATH_PART.findall(error.path.removeprefix("$.")):
-        if index:
-            skip = int(index)
+    for step in path_steps(error.path):
+        if isinstance(step, int):
+            skip = step
             continue
         for _ in range(skip + 1):
-            hit = line.find(b'"%s"' % name.encode(), position)
+            hit = line.find(msgspec.json.encode(step), position)
             if hit < 0:  # a missing field: the object it belongs in
                 return position + 1
             position = hit + 1
@@ -110,10 +108,11 @@ def _hint(line: bytes, error: InvalidEventError) -> str:
     info: inspect.Type = inspect.type_info(event_type)
     value: object = document
     name = ""
-    for name, index in _PATH_PART.findall(error.path.removeprefix("$.")):
+    for step in path_steps(error.path):
         info = _without_none(info)
-        if index and isinstance(info, inspect.ListType) and isinstance(value, list):
-            info, value = info.item_type, value[int(index)] if int(index) < len(value) else None
+        name = step if isinstance(step, str) else ""
+        if isinstance(step, int) and isinstance(info, inspect.ListType) and isinstance(value, list):
+            info, value = info.item_type, value[step] if step < len(value) else None
         elif isinstance(info, inspect.StructType) and isinstance(value, dict):
             fields = {f.encode_name: f.type for f in info.fields}
             if name not in fields:

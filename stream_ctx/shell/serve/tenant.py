@@ -105,4 +105,3 @@ def _tenant(name: str, entry: object, environ: Mapping[str, str]) -> Tenant:
     if not isinstance(token, str) or len(token) < 16:
         raise ConfigError(f"`{where}.token` must be a string of 16 characters or more (not shown)")
     return Tenant(name, token, tuple(prefixes))
-

@@ -1,8 +1,8 @@
-"""The HTTP API's request and error bodies, and the one adapter from msgspec's error text."""
+"""The HTTP API's request and error bodies, and how a refused body is described."""
 
 from __future__ import annotations
 
-import re
+import dataclasses
 from typing import Annotated
 
 import msgspec
@@ -10,15 +10,9 @@ import msgspec.inspect
 from msgspec import Meta
 
 from stream_ctx.core.events import BundleMode, History, RenderOrder
+from stream_ctx.validation import invalid
 
 __all__ = ("ErrorBody", "FinalizeRequest", "describe_error")
-
-_PATH = re.compile(r" - at `\$\.?(?P<path>[^`]*)`$")
-_MISSING = re.compile(r"Object missing required field `(?P<field>[^`]+)`")
-_UNKNOWN = re.compile(r"Object contains unknown field `(?P<field>[^`]+)`")
-_GOT_TYPE = re.compile(r", got `[^`]+`$")
-# Long values are cut in messages, so an error never echoes a whole oversized body.
-_VALUE_REPR_LIMIT = 120
 
 
 class FinalizeRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -55,29 +49,15 @@ _CHOICES = _choices()
 
 
 def describe_error(exc: msgspec.ValidationError | msgspec.DecodeError, raw: bytes) -> str:
-    """msgspec's message for a request body, rewritten as "`max_tokens`: ..., got 0"."""
-    message = str(exc)
-    if isinstance(exc, msgspec.DecodeError) and not isinstance(exc, msgspec.ValidationError):
-        return f"the request body is not valid JSON: {message}"
-    found = _PATH.search(message)
-    path = found.group("path") if found else ""
-    reason = _GOT_TYPE.sub("", message[: found.start()] if found else message)
-    for pattern, says in ((_MISSING, "is required"), (_UNKNOWN, "is not a field of the body")):
-        match = pattern.match(reason)
-        if match:
-            return f"`{'.'.join(p for p in (path, match.group('field')) if p)}` {says}"
+    """A request body msgspec refused, as one line naming the field and the value."""
+    if not isinstance(exc, msgspec.ValidationError):
+        return f"the request body is not valid JSON: {exc}"
     try:
         document = msgspec.json.decode(raw)
-    except msgspec.DecodeError:
+    except msgspec.DecodeError:  # refused for its type before the broken JSON was reached
         document = None
-    if not path:
-        return f"the request body {reason[0].lower()}{reason[1:]}, got {_shown(document)}"
-    value = document.get(path) if isinstance(document, dict) else None
-    if reason.startswith("Invalid enum value") and path in _CHOICES:
-        reason = "expected one of " + ", ".join(repr(c) for c in sorted(map(str, _CHOICES[path])))
-    return f"`{path}`: {reason}, got {_shown(value)}"
-
-
-def _shown(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= _VALUE_REPR_LIMIT else text[:_VALUE_REPR_LIMIT] + "..."
+    found = invalid(exc, document)
+    if found.kind == "choice" and found.path in _CHOICES:
+        allowed = ", ".join(repr(c) for c in sorted(map(str, _CHOICES[found.path])))
+        found = dataclasses.replace(found, problem=f"expected one of {allowed}")
+    return found.describe("the request body")
