@@ -108,9 +108,9 @@ def test_a_difference_of_new_metadata_reuses_the_attribute_difference_it_shares(
         processor.apply(make_finalize(conversation_id=cid), position=2 * position + 1)
         figures.append(_by_name())
     before, first, second = figures
-    tags = "header_tag_differences"
-    assert first[tags].misses > before[tags].misses
-    assert second[tags].misses > first[tags].misses
+    tag_cache = "header_tag_differences"
+    assert first[tag_cache].misses > before[tag_cache].misses
+    assert second[tag_cache].misses > first[tag_cache].misses
     attributes = "header_attribute_differences"
     assert first[attributes].misses > before[attributes].misses
     assert second[attributes].misses == first[attributes].misses

@@ -171,7 +171,7 @@ def test_kept_entries_are_named_in_number_order_runs_as_their_ends() -> None:
     )
     # Priority order turned round since bundle 1 (doc:0 merged at a higher salience): the kept
     # entries are still named by number, not in the order the full context now places them.
-    turns = [
+    turns: list[Event] = [
         make_retrieval(
             event_id="r0",
             items=[
@@ -224,7 +224,7 @@ def test_a_delta_costing_what_the_full_context_costs_goes_out_full() -> None:
 
 def test_an_item_whose_attribute_turns_into_tags_of_the_same_text_is_sent_again() -> None:
     a, b = _text(1), _text(2)
-    turns = [
+    turns: list[Event] = [
         make_retrieval(
             event_id="r0",
             items=[

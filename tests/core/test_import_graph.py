@@ -24,7 +24,7 @@ PACKAGE = Path(stream_ctx.__file__).resolve().parent
 
 def module_paths(package: Path) -> dict[str, Path]:
     """Every module of `package` by its dotted name; a package's name is its `__init__.py`."""
-    found = {}
+    found: dict[str, Path] = {}
     for path in sorted(package.rglob("*.py")):
         parts = path.relative_to(package.parent).with_suffix("").parts
         name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
@@ -35,7 +35,7 @@ def module_paths(package: Path) -> dict[str, Path]:
 def imports_of(name: str, path: Path, modules: Mapping[str, Path]) -> set[str]:
     """The modules of `modules` that module `name` imports, anywhere in its body."""
     is_package = path.name == "__init__.py"
-    found = set()
+    found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import get_args
 
 import msgspec
 import pytest
@@ -28,7 +29,7 @@ from tests.factories import (
     retrieved_from,
 )
 
-FORMATS: tuple[ContextFormat, ...] = ("compact", "full", "token_optimized")
+FORMATS: tuple[ContextFormat, ...] = get_args(ContextFormat)
 _tokenizer = get_tokenizer()
 
 

@@ -297,7 +297,15 @@ def test_atom_is_bare_only_when_unambiguous(text: str, expected: str) -> None:
 
 
 def test_reading_guide_names_every_construct() -> None:
-    constructs = ("§n id (kind)", "§n id ^k", "name=value", "-name", "-#tag", "`~rest`", "[§k]")
+    constructs: tuple[str, ...] = (
+        "§n id (kind)",
+        "§n id ^k",
+        "name=value",
+        "-name",
+        "-#tag",
+        "`~rest`",
+        "[§k]",
+    )
     constructs += ('[§k "first words"…"last words"]', "[§k with changes:]", "@@", "[\\§")
     for construct in constructs:
         assert construct in READING_GUIDE

@@ -86,7 +86,7 @@ async def start_stack(broker: EmbeddedBroker, unique: Callable[[str], str]) -> S
     )
     runner = Runner(settings)
     status = _Started()
-    task = asyncio.create_task(runner.run(task_status=status))  # type: ignore[arg-type]
+    task = asyncio.create_task(runner.run(task_status=status))
     with anyio.fail_after(START_TIMEOUT_S):
         await status.event.wait()
     return Stack(settings, runner, task)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import io
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import anyio
 import msgspec
 
 from stream_ctx.core.config import BundleConfig
-from stream_ctx.core.events import Finalize
+from stream_ctx.core.events import Event, Finalize
 from stream_ctx.shell.commands.replay import replay
 from stream_ctx.shell.kafka.admin import ClientKwargs
 from stream_ctx.shell.kafka.embedded import EmbeddedBroker
@@ -21,7 +21,7 @@ from tests.integration.kafka_io import collect, create_input, event_records, pro
 RUN_TIMEOUT_S = 60.0
 
 
-def replay_bundles(events: list[object], config: BundleConfig | None = None) -> dict[str, bytes]:
+def replay_bundles(events: Sequence[Event], config: BundleConfig | None = None) -> dict[str, bytes]:
     """bundle_id -> bundle bytes, as `stream-ctx replay` writes them."""
     lines = [msgspec.json.encode(e) for e in events]
     out = io.BytesIO()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -46,7 +46,7 @@ async def stack(broker: EmbeddedBroker, request: pytest.FixtureRequest) -> Async
     await running.stop()
 
 
-def _texts(content: list[object]) -> list[str]:
+def _texts(content: Sequence[object]) -> list[str]:
     return [block.text for block in content if isinstance(block, TextContent)]
 
 

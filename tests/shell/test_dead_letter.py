@@ -49,7 +49,7 @@ async def test_refused_dead_letter_parks_its_head_with_headers_saying_so_and_cou
     truncated: list[None] = []
     with anyio.fail_after(TIMEOUT_S):
         ack = await send_dead_letter(
-            producer,  # type: ignore[arg-type]
+            producer,
             record(b"x" * 500),
             InvalidEventError("too big", path="$"),
             topic="dlq",
@@ -71,7 +71,7 @@ async def test_dead_letter_the_broker_takes_goes_whole_once() -> None:
     producer = RefusingProducer()
     with anyio.fail_after(TIMEOUT_S):
         ack = await send_dead_letter(
-            producer,  # type: ignore[arg-type]
+            producer,
             record(b"y" * 80),
             InvalidEventError("bad", path="$"),
             topic="dlq",

@@ -6,9 +6,9 @@ from stream_ctx.shell.processing.heap import run_heap
 
 
 def test_objects_made_before_a_run_are_left_out_of_collections_until_it_ends() -> None:
-    made_before = [[]]
+    made_before: list[list[int]] = [[]]
     with run_heap():
-        made_during = [[]]
+        made_during: list[list[int]] = [[]]
         tracked = gc.get_objects()
         assert not any(o is made_before for o in tracked)
         assert any(o is made_during for o in tracked)
