@@ -58,6 +58,12 @@ def import_graph(package: Path) -> dict[str, set[str]]:
     return {name: imports_of(name, path, modules) for name, path in modules.items()}
 
 
+def room_of(module: str) -> str:
+    """A module's room: a folder of the shell, else a top-level module or package."""
+    parts = module.split(".")
+    return ".".join(parts[:3] if parts[1:2] == ["shell"] and len(parts) > 2 else parts[:2])
+
+
 def circle_in(graph: Mapping[str, set[str]]) -> list[str]:
     """One import circle of `graph` (its first module repeated at the end), or [] if none."""
     try:
@@ -77,6 +83,16 @@ def test_the_graph_holds_every_module_and_known_edges() -> None:
 
 def test_stream_ctx_has_no_import_circle() -> None:
     circle = circle_in(import_graph(PACKAGE))
+    assert circle == [], " -> ".join(circle)
+
+
+def test_the_rooms_import_one_way() -> None:
+    """Folders too: core, settings and each folder of the shell form no circle among them."""
+    rooms: dict[str, set[str]] = {}
+    for module, imported in import_graph(PACKAGE).items():
+        room = room_of(module)
+        rooms.setdefault(room, set()).update(room_of(m) for m in imported if room_of(m) != room)
+    circle = circle_in(rooms)
     assert circle == [], " -> ".join(circle)
 
 
