@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Self
@@ -135,9 +135,8 @@ class ContextClient:
         self._connection: dict[str, Any] = {"bootstrap_servers": bootstrap_servers, **connection}
         self._enable_idempotence = enable_idempotence
         self._linger_ms = linger_ms
-        self._pending: dict[tuple[str, str], _Waiter] = {}
         self._producer: AIOKafkaProducer | None = None
-        self._consumer: AIOKafkaConsumer | None = None
+        self._reader: _BundleReader | None = None
         self._tasks: anyio.abc.TaskGroup | None = None
         self._failure: ClientError | None = None
 
@@ -155,7 +154,7 @@ class ContextClient:
     @property
     def pending(self) -> int:
         """Requests waiting for their bundle."""
-        return len(self._pending)
+        return 0 if self._reader is None else len(self._reader.waiting)
 
     async def __aenter__(self) -> Self:
         if self._producer is not None:
@@ -177,11 +176,12 @@ class ContextClient:
             fetch_max_wait_ms=_FETCH_MAX_WAIT_MS,
         )
         servers = self._connection["bootstrap_servers"]
+        reader = _BundleReader(consumer, output_topic=self.output_topic, stats=self.stats)
         try:
             with anyio.fail_after(_START_TIMEOUT_S):
                 await producer.start()
                 await consumer.start()
-                await self._start_at_end(consumer)
+                await reader.start_at_end(input_topic=self.input_topic, servers=servers)
         except BaseException as exc:
             with anyio.CancelScope(shield=True), anyio.move_on_after(_CLOSE_TIMEOUT_S):
                 await consumer.stop()
@@ -193,10 +193,10 @@ class ContextClient:
             if isinstance(exc, KafkaError):
                 raise BrokerError(f"Kafka at {servers!r} refused the client: {exc}") from exc
             raise
-        self._producer, self._consumer = producer, consumer
+        self._producer, self._reader = producer, reader
         self._tasks = anyio.create_task_group()
         await self._tasks.__aenter__()
-        self._tasks.start_soon(self._run_reader, consumer)
+        self._tasks.start_soon(reader.run, self._fail)
         return self
 
     async def __aexit__(
@@ -212,11 +212,11 @@ class ContextClient:
                 await self._tasks.__aexit__(None, None, None)
         finally:
             with anyio.CancelScope(shield=True), anyio.move_on_after(_CLOSE_TIMEOUT_S):
-                if self._consumer is not None:
-                    await self._consumer.stop()
+                if self._reader is not None:
+                    await self._reader.consumer.stop()
                 if self._producer is not None:
                     await self._producer.stop()
-            self._tasks = self._consumer = self._producer = None
+            self._tasks, self._reader, self._producer = None, None, None
 
     async def publish(self, event: Event) -> None:
         """Send one event keyed by its conversation id and wait for the broker's acknowledgement.
@@ -225,7 +225,7 @@ class ContextClient:
         built in code), so a bad value raises InvalidEventError here instead of being
         dead-lettered by the processor.
         """
-        producer = self._started()
+        producer, _ = self._started()
         value = _encoder.encode(event)
         decode_event(value)
         try:
@@ -294,15 +294,15 @@ class ContextClient:
         already on the output topic when the client started is never delivered, but one
         published later for a reused id would be.
         """
-        self._started()
+        _, reader = self._started()
         request_id = request_id or str(uuid.uuid4())
         key = (conversation_id, request_id)
-        if key in self._pending:
+        if key in reader.waiting:
             raise ClientError(
                 f"request {request_id!r} of conversation {conversation_id!r} is already waiting"
                 " for its bundle; use a fresh request_id"
             )
-        waiter = self._pending[key] = _Waiter()
+        waiter = reader.waiting[key] = _Waiter()
         self.stats.requested += 1
         finalize = Finalize(
             conversation_id=conversation_id,
@@ -320,8 +320,8 @@ class ContextClient:
                 await self.publish(finalize)
                 await waiter.done.wait()
         finally:
-            if self._pending.get(key) is waiter:
-                del self._pending[key]
+            if reader.waiting.get(key) is waiter:
+                del reader.waiting[key]
         if waiter.error is not None:
             raise waiter.error
         if waiter.bundle is None:
@@ -338,17 +338,35 @@ class ContextClient:
 
     rebuild_full = staticmethod(rebuild_full)
 
-    def _started(self) -> AIOKafkaProducer:
+    def _started(self) -> tuple[AIOKafkaProducer, _BundleReader]:
         if self._failure is not None:
             # A fresh exception per call: one instance raised in many tasks piles up tracebacks.
             raise ClientError(str(self._failure)) from self._failure.__cause__
-        if self._producer is None:
+        if self._producer is None or self._reader is None:
             raise ClientError(
                 "the ContextClient is not started; use `async with ContextClient(...)`"
             )
-        return self._producer
+        return self._producer, self._reader
 
-    async def _start_at_end(self, consumer: AIOKafkaConsumer) -> None:
+    def _fail(self, error: ClientError) -> None:
+        """Fail every waiting request and every later call with `error`."""
+        self._failure = self._failure or error
+        if self._reader is not None:
+            self._reader.fail(error)
+
+
+class _BundleReader:
+    """Reads every partition of the output topic from where it ended at start, and hands each
+    bundle to the request waiting for it (requests register in `waiting` before they send)."""
+
+    def __init__(
+        self, consumer: AIOKafkaConsumer, *, output_topic: str, stats: ClientStats
+    ) -> None:
+        self.consumer = consumer
+        self.waiting: dict[tuple[str, str], _Waiter] = {}
+        self._output_topic, self._stats = output_topic, stats
+
+    async def start_at_end(self, *, input_topic: str, servers: object) -> None:
         """Assign every output partition and position it at the end, exactly, before any request.
 
         ListOffsets gives a position at or before the end (exact on Kafka; the embedded broker
@@ -356,18 +374,19 @@ class ContextClient:
         partition's high watermark, the true end, which becomes the start.
         """
         # A listing of all topics: naming one in a metadata request would auto-create it.
+        consumer = self.consumer
         topics = await consumer.topics()
-        missing = [t for t in (self.input_topic, self.output_topic) if t not in topics]
+        missing = [t for t in (input_topic, self._output_topic) if t not in topics]
         if missing:
             names = ", ".join(repr(t) for t in missing)
             subject = f"topic {names} does" if len(missing) == 1 else f"topics {names} do"
             raise MissingTopicError(
-                f"{subject} not exist on {self._connection['bootstrap_servers']!r}; the"
+                f"{subject} not exist on {servers!r}; the"
                 " stream-ctx processor creates its output topic when it starts, the input topic"
                 " must be created beforehand"
             )
-        numbers = consumer.partitions_for_topic(self.output_topic) or set()
-        partitions = [TopicPartition(self.output_topic, n) for n in sorted(numbers)]
+        numbers = consumer.partitions_for_topic(self._output_topic) or set()
+        partitions = [TopicPartition(self._output_topic, n) for n in sorted(numbers)]
         consumer.assign(partitions)
         await consumer.seek_to_end(*partitions)
         for tp in partitions:
@@ -386,25 +405,26 @@ class ContextClient:
         for tp, end in ends.items():
             consumer.seek(tp, end)
         log.debug(
-            "reading %r from %s", self.output_topic, {tp.partition: e for tp, e in ends.items()}
+            "reading %r from %s", self._output_topic, {tp.partition: e for tp, e in ends.items()}
         )
 
-    async def _run_reader(self, consumer: AIOKafkaConsumer) -> None:
-        """Hand each bundle to the request waiting for it, until cancelled or broken."""
+    async def run(self, on_failure: Callable[[ClientError], None]) -> None:
+        """Hand each bundle to the request waiting for it, until cancelled; if reading breaks,
+        `on_failure` hears of it at once (every waiter too, rather than timing out one by one)."""
         try:
             while True:
-                batch = await consumer.getmany(timeout_ms=_POLL_MS)
+                batch = await self.consumer.getmany(timeout_ms=_POLL_MS)
                 for records in batch.values():
                     for record in records:
                         self._deliver(record)
-        except Exception as exc:  # every waiter must hear of it, not time out one by one
-            log.exception("the bundle reader of %r stopped", self.output_topic)
-            failure = ClientError(f"the bundle reader of {self.output_topic!r} stopped: {exc!r}")
+        except Exception as exc:
+            log.exception("the bundle reader of %r stopped", self._output_topic)
+            failure = ClientError(f"the bundle reader of {self._output_topic!r} stopped: {exc!r}")
             failure.__cause__ = exc
-            self._fail(failure)
+            on_failure(failure)
 
     def _deliver(self, record: ConsumerRecord[bytes, bytes]) -> None:
-        self.stats.records_read += 1
+        self._stats.records_read += 1
         where = f"{record.topic}/{record.partition}@{record.offset}"
         if record.value is None:
             return
@@ -416,7 +436,7 @@ class ContextClient:
         if head.request_id is None:
             return
         # Popped on the first copy, so a repeated bundle finds no one waiting.
-        waiter = self._pending.pop((head.conversation_id, head.request_id), None)
+        waiter = self.waiting.pop((head.conversation_id, head.request_id), None)
         if waiter is None:
             return
         try:
@@ -427,18 +447,17 @@ class ContextClient:
                 f" {head.conversation_id!r} cannot be decoded: {exc} ({where})"
             )
         else:
-            self.stats.bundles_matched += 1
+            self._stats.bundles_matched += 1
         waiter.done.set()
 
-    def _fail(self, error: ClientError) -> None:
-        """Fail every waiting request and every later call with `error`."""
-        self._failure = self._failure or error
-        for waiter in self._pending.values():
+    def fail(self, error: ClientError) -> None:
+        """Fail every waiting request with `error`."""
+        for waiter in self.waiting.values():
             # One instance per waiter: an exception raised in many tasks piles up tracebacks.
             waiter.error = ClientError(str(error))
             waiter.error.__cause__ = error.__cause__
             waiter.done.set()
-        self._pending.clear()
+        self.waiting.clear()
 
 
 def _now_ms() -> int:

@@ -310,8 +310,8 @@ async def test_reader_failure_fails_waiting_requests_at_once(
                 raise KafkaConnectionError("the broker went away")
 
             # The reader looks the method up on every poll, so the next one fails.
-            assert client._consumer is not None
-            setattr(client._consumer, "getmany", broken)  # noqa: B010 - shadows the method
+            assert client._reader is not None
+            setattr(client._reader.consumer, "getmany", broken)  # noqa: B010 - shadows the method
             with pytest.raises(ClientError, match=r"bundle reader of .* stopped: .*went away"):
                 await client.request_bundle("c-1", request_id="r-1")
             assert client.pending == 0
