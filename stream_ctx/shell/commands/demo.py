@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
-import signal
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -21,7 +20,7 @@ from stream_ctx.core.events import Event, Finalize
 from stream_ctx.settings import KafkaSettings, MetricsSettings, ServeSettings, Settings
 from stream_ctx.shell.commands.logs import configure_logging
 from stream_ctx.shell.commands.run import new_history, runner_app
-from stream_ctx.shell.commands.subcommand import Commands, add_command
+from stream_ctx.shell.commands.subcommand import Commands, add_command, cancel_on_signal
 from stream_ctx.shell.commands.tail import bundle_line
 from stream_ctx.shell.http.server import run_http_server
 from stream_ctx.shell.kafka.admin import TopicSpec, ensure_topics
@@ -39,41 +38,6 @@ _PACE_S = 0.004
 # With serve, the sample starts this long ago: its turns then end before the wall clock.
 _RECENT_MS = 7_200_000
 _bundle_decoder = msgspec.json.Decoder(Bundle)
-
-
-def add_to(commands: Commands) -> None:
-    """`stream-ctx demo [--conversations N] [--seed N] [--inspect] [--serve]`."""
-    command = add_command(
-        commands, "demo", summary="run the processor on an embedded broker over a sample stream"
-    )
-    command.add_argument("--conversations", type=int, default=24, help="sample size")
-    command.add_argument("--seed", type=int, default=42, help="sample seed")
-    command.add_argument(
-        "--inspect", action="store_true", help="serve the live inspector and keep running"
-    )
-    command.add_argument(
-        "--inspect-port", type=int, default=8765, help="inspector port on 127.0.0.1 (0: any free)"
-    )
-    command.add_argument(
-        "--serve", action="store_true", help="also run `stream-ctx serve` (HTTP API, MCP) on it"
-    )
-    command.add_argument(
-        "--serve-port", type=int, default=8780, help="serve's port on 127.0.0.1 (0: any free)"
-    )
-    command.set_defaults(handler=_demo)
-
-
-def _demo(args: argparse.Namespace) -> int:
-    configure_logging(level=logging.WARNING)
-    demo = partial(
-        run_demo,
-        conversations=args.conversations,
-        seed=args.seed,
-        inspect_port=args.inspect_port if args.inspect else None,
-        serve_port=args.serve_port if args.serve else None,
-    )
-    status: int = anyio.run(demo)
-    return status
 
 
 async def run_demo(
@@ -122,7 +86,7 @@ async def run_demo(
             # One signal watcher for the whole run: a second receiver opened later would have
             # its handler undone when the first one closes.
             streaming, interrupted = anyio.CancelScope(), anyio.Event()
-            await serving.start(_watch_interrupt, streaming, interrupted)
+            await serving.start(cancel_on_signal, streaming, interrupted)
             async with anyio.create_task_group() as tasks:
                 with streaming, anyio.fail_after(_DEMO_TIMEOUT_S):
                     await tasks.start(runner.run)
@@ -158,19 +122,6 @@ async def run_demo(
     if streaming.cancelled_caught:
         return 130  # a shell's status for a command ended by SIGINT
     return 0 if len(received) == expected else 1
-
-
-async def _watch_interrupt(
-    scope: anyio.CancelScope, interrupted: anyio.Event, *, task_status: anyio.abc.TaskStatus[None]
-) -> None:
-    """At the first SIGINT or SIGTERM (Ctrl-C reaches the whole process group) cancel `scope`
-    and set `interrupted`."""
-    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        task_status.started()
-        async for _ in signals:
-            scope.cancel()
-            interrupted.set()
-            return
 
 
 async def _feed(client: Mapping[str, str], events: Sequence[Event], sent: list[Event]) -> None:
@@ -242,3 +193,38 @@ def _showcase(received: Sequence[Bundle]) -> str:
         f"\none context as the model receives it (bundle {bundle.bundle_id}: "
         f"{stats.tokens_bundle} tokens, {stats.tokens_naive} naive):\n\n{bundle.context}"
     )
+
+
+def add_to(commands: Commands) -> None:
+    """`stream-ctx demo [--conversations N] [--seed N] [--inspect] [--serve]`."""
+    command = add_command(
+        commands, "demo", summary="run the processor on an embedded broker over a sample stream"
+    )
+    command.add_argument("--conversations", type=int, default=24, help="sample size")
+    command.add_argument("--seed", type=int, default=42, help="sample seed")
+    command.add_argument(
+        "--inspect", action="store_true", help="serve the live inspector and keep running"
+    )
+    command.add_argument(
+        "--inspect-port", type=int, default=8765, help="inspector port on 127.0.0.1 (0: any free)"
+    )
+    command.add_argument(
+        "--serve", action="store_true", help="also run `stream-ctx serve` (HTTP API, MCP) on it"
+    )
+    command.add_argument(
+        "--serve-port", type=int, default=8780, help="serve's port on 127.0.0.1 (0: any free)"
+    )
+    command.set_defaults(handler=_demo)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    configure_logging(level=logging.WARNING)
+    demo = partial(
+        run_demo,
+        conversations=args.conversations,
+        seed=args.seed,
+        inspect_port=args.inspect_port if args.inspect else None,
+        serve_port=args.serve_port if args.serve else None,
+    )
+    status: int = anyio.run(demo)
+    return status

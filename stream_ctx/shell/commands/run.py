@@ -15,7 +15,7 @@ import anyio
 import anyio.abc
 from starlette.applications import Starlette
 
-from stream_ctx.errors import ConfigError, ShutdownTimeoutError, StreamCtxError
+from stream_ctx.errors import ConfigError, ShutdownTimeoutError
 from stream_ctx.settings import ENV_PREFIX, MetricsSettings, Settings, load_settings
 from stream_ctx.shell.commands.subcommand import (
     Commands,
@@ -157,13 +157,7 @@ def runner_app(runner: Runner) -> Starlette:
 async def run_service(settings: Settings) -> RunnerStats:
     """Run until SIGTERM or SIGINT, then drain, publish, commit and return."""
     runner = Runner(settings, history=new_history(settings.metrics))
-    try:
-        await _serve_and_run(runner, settings)
-    except BaseExceptionGroup as group:
-        # One failure (a missing topic, a refused connection) is reported as itself.
-        if len(group.exceptions) == 1 and isinstance(group.exceptions[0], StreamCtxError):
-            raise group.exceptions[0] from None
-        raise
+    await _serve_and_run(runner, settings)
     return runner.stats
 
 

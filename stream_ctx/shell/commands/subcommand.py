@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
+import signal
 from collections.abc import Awaitable, Callable
 from typing import TypeAlias, TypeVar
 
 import anyio
+import anyio.abc
 
 from stream_ctx.errors import StreamCtxError
 
@@ -16,6 +18,7 @@ __all__ = (
     "Commands",
     "DescriptionFirstParser",
     "add_command",
+    "cancel_on_signal",
     "log_options",
     "run_async",
     "version",
@@ -75,6 +78,23 @@ def run_async(function: Callable[[], Awaitable[_T]]) -> _T:
         if len(group.exceptions) == 1 and isinstance(group.exceptions[0], StreamCtxError):
             raise group.exceptions[0] from None
         raise
+
+
+async def cancel_on_signal(
+    scope: anyio.CancelScope,
+    interrupted: anyio.Event | None = None,
+    *,
+    task_status: anyio.abc.TaskStatus[None],
+) -> None:
+    """At the first SIGINT or SIGTERM (Ctrl-C reaches the whole process group) cancel `scope`,
+    and set `interrupted` if given."""
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        task_status.started()
+        async for _ in signals:
+            scope.cancel()
+            if interrupted is not None:
+                interrupted.set()
+            return
 
 
 def version() -> str:

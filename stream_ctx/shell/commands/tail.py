@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 from functools import partial
 from pathlib import Path
@@ -18,7 +17,13 @@ from aiokafka.errors import KafkaError
 from stream_ctx.core.bundle import Bundle
 from stream_ctx.errors import BrokerError, MissingTopicError
 from stream_ctx.settings import Settings, client_kwargs, load_settings
-from stream_ctx.shell.commands.subcommand import Commands, add_command, log_options, run_async
+from stream_ctx.shell.commands.subcommand import (
+    Commands,
+    add_command,
+    cancel_on_signal,
+    log_options,
+    run_async,
+)
 from stream_ctx.shell.kafka import clients
 from stream_ctx.shell.kafka.admin import partition_counts
 
@@ -69,7 +74,7 @@ async def tail_bundles(
         async with anyio.create_task_group() as tasks:
             # Ctrl-C cancels through anyio's scope, which keeps cancelling until the loop
             # leaves it: a cancellation aiokafka swallows once cannot keep the tail running.
-            await tasks.start(_cancel_on_signal, tasks.cancel_scope)
+            await tasks.start(cancel_on_signal, tasks.cancel_scope)
             while max_bundles is None or shown < max_bundles:
                 shown += _show(
                     await consumer.getmany(timeout_ms=_POLL_MS), out, err, shown, max_bundles
@@ -106,17 +111,6 @@ def _show(
             out.flush()
             printed += 1
     return printed
-
-
-async def _cancel_on_signal(
-    scope: anyio.CancelScope, *, task_status: anyio.abc.TaskStatus[None]
-) -> None:
-    """Cancel `scope` at the first SIGINT or SIGTERM."""
-    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        task_status.started()
-        async for _ in signals:
-            scope.cancel()
-            return
 
 
 def add_to(commands: Commands) -> None:
