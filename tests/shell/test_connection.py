@@ -17,7 +17,6 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 
 from stream_ctx.errors import ConfigError
-from stream_ctx.shell.clients import group_consumer, reader
 from stream_ctx.shell.connection import client_kwargs
 from stream_ctx.shell.settings import KafkaSettings, load_settings
 
@@ -274,13 +273,3 @@ def test_client_table_override_as_a_mapping() -> None:
         None, environ={}, overrides={"kafka.client": {"security_protocol": "SSL"}}
     )
     assert client_kwargs(settings.kafka)["security_protocol"] == "SSL"
-
-
-@pytest.mark.parametrize("build", [group_consumer, reader])
-async def test_fetch_settings_reach_every_consumer(build: Any) -> None:
-    settings = KafkaSettings(
-        bootstrap_servers=UNREACHABLE, fetch_max_wait_ms=250, fetch_min_bytes=4096
-    )
-    consumer = build(settings)
-    assert (consumer._fetch_max_wait_ms, consumer._fetch_min_bytes) == (250, 4096)
-    await consumer.stop()
