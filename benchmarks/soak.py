@@ -2,15 +2,15 @@
 
 Run: .venv/bin/python benchmarks/soak.py [--minutes 60] [--sample-s 10]
     [--plot docs/benchmarks/soak.png]
-First a backlog measures the maximum (events/s the processor drains); then a fresh topic gets
-events paced at `--fraction` of it while every `--sample-s` seconds the processor's RSS, the
-group's lag (high watermark minus committed offset), the finalize-to-bundle latencies of the
-interval and the broker's CPU and RSS are sampled. Prints the samples, RSS growth and lag trend;
-writes the plot.
+First a live probe measures the maximum: events fed at a low rate, and the rate at which the
+processor's CPU time would fill a core. Then a fresh topic gets events paced at `--fraction` of
+it while every `--sample-s` seconds the processor's RSS and CPU, the group's lag (high watermark
+minus committed offset), the finalize-to-bundle latencies of the interval and the broker's CPU
+and RSS are sampled. Prints the samples, RSS growth and lag trend; writes the plot.
 
-The embedded broker's memory engine lists every stored batch of a partition on each fetch
-(docs/decisions/soak-stall.md): the soak polls at Kafka-like intervals and sends in larger
-batches, which slows that cost's growth enough for an hour (not for much longer).
+The embedded broker's memory engine lists every stored batch of a partition on each fetch that
+returns data (docs/decisions/soak-stall.md): the soak fetches with Kafka's default wait and sends
+in one-second batches, so that cost stays small for an hour (not for a day).
 """
 
 from __future__ import annotations
@@ -41,16 +41,31 @@ PARTITIONS = 4
 # Conversations per generated chunk; each chunk's ids are new, so the stream never repeats.
 CHUNK_CONVERSATIONS = 200
 # Sends are spread over the second in ticks; each tick's sends make one batch per partition,
-# and each batch is an object the memory engine lists on every fetch of its partition.
-TICK_S = 0.2
-# The processor's and the bundle reader's fetch wait while soaking: Tansu holds every fetch this
-# long, so it sets how often each client makes the broker list a partition's batches (Kafka's
-# default is 500 ms; the processor's own default of 10 ms polls 100 times a second).
-SOAK_FETCH_WAIT_MS = 100
-READER_FETCH_WAIT_MS = 250
-# Backlog for measuring the maximum: long enough (~30-60 s of work) that the shared box's
-# changing load averages out; 6,000 events measured 351, 564 and 789 events/s within 25 minutes.
-MAX_BACKLOG_EVENTS = 24_000
+# and each batch is an object the memory engine lists on every fetch of its partition. A
+# producer lingering a second makes the same batches.
+TICK_S = 1.0
+# While soaking, the processor and the bundle reader fetch with Kafka's default wait
+# (fetch.max.wait.ms 500): Tansu holds each fetch that long, so each client makes two fetches a
+# second, and each fetch that returns data lists every stored batch of its partitions (the
+# processor's own default of 10 ms would fetch as soon as data arrives).
+SOAK_FETCH_WAIT_MS = 500
+# The processor's producer lingers half a second: one batch per partition per linger instead of
+# one per bundle (the default sends each bundle at once), so the output partitions, which the
+# bundle reader fetches, grow by two batches a second each.
+SOAK_LINGER_MS = 500
+# States and offsets are flushed once a second (the default is 100 ms; Kafka Streams' is 30 s):
+# each flush is one more batch per changelog partition, and the memory engine's produce to a
+# partition also slows with the batches it holds.
+SOAK_COMMIT_INTERVAL_MS = 1000
+# The maximum is measured live, under the soak's own conditions (feed, reader and broker on the
+# same cores): a probe feeds this rate for this long, and the maximum is the rate at which the
+# processor's CPU time would fill one core. A drained backlog overstates it twice over: one
+# fetch then holds thousands of events and a conversation's state is written once, not per tick.
+PROBE_RATE = 250.0
+PROBE_S = 240.0
+# The probe's first samples hold the join and the processor's warm-up: its CPU per event rose
+# over the first ~40,000 events in every run, then held; the rest are measured.
+PROBE_WARMUP_S = 150.0
 # Samples of the first minute are the baseline of RSS growth (after imports and warm-up).
 BASELINE_S = 60.0
 
@@ -63,6 +78,7 @@ class Sample:
     p50_ms: float
     p99_ms: float
     bundles: int
+    cpu_pct: float = math.nan
     broker_cpu_pct: float = math.nan
     broker_rss_mib: float = math.nan
 
@@ -87,7 +103,12 @@ class Stream:
 
 
 def write_config(
-    path: Path, servers: str, topic: str, group: str, *, fetch_max_wait_ms: int = 10
+    path: Path,
+    servers: str,
+    topic: str,
+    group: str,
+    *,
+    fetch_max_wait_ms: int = 10,
 ) -> Path:
     path.write_text(
         "[kafka]\n"
@@ -97,7 +118,10 @@ def write_config(
         f'output_topic = "{topic}.out"\n'
         f'dlq_topic = "{topic}.dlq"\n'
         f"fetch_max_wait_ms = {fetch_max_wait_ms}\n"
-        "session_timeout_ms = 6000\n",
+        "session_timeout_ms = 6000\n"
+        f"linger_ms = {SOAK_LINGER_MS}\n"
+        "[state]\n"
+        f"commit_interval_ms = {SOAK_COMMIT_INTERVAL_MS}\n",
         encoding="utf-8",
     )
     return path
@@ -157,41 +181,13 @@ async def lag_of(client: dict[str, str], group: str, topic: str, marks: dict[int
     return sum(marks.get(p, 0) - (c or 0) for p, c in enumerate(committed))
 
 
-async def measure_max(client: dict[str, str], workdir: Path) -> float:
-    """Events/s the processor drains from a backlog, first event to last bundle."""
-    topic = f"soak-max-{time.monotonic_ns()}"
-    await ensure_topics(client, [TopicSpec(name=topic, partitions=PARTITIONS)])
-    events = Stream(chunk=10_000).take(MAX_BACKLOG_EVENTS)
-    producer = AIOKafkaProducer(**client, acks="all", enable_idempotence=False, linger_ms=5)
-    await producer.start()
-    try:
-        sent = [
-            await producer.send(topic, msgspec.json.encode(e), key=e.conversation_id.encode())
-            for e in events
-        ]
-        for future in sent:
-            await future
-    finally:
-        await producer.stop()
-    finalizes = sum(isinstance(e, Finalize) for e in events)
-    config = write_config(workdir / "max.toml", client["bootstrap_servers"], topic, topic)
-    processor = Processor(config, workdir / "max.log")
-    consumer = AIOKafkaConsumer(
-        f"{topic}.out", **client, group_id=None, auto_offset_reset="earliest"
+async def measure_max(client: dict[str, str], workdir: Path, broker_pid: int) -> float:
+    """Events/s at which the processor would use a whole core, from a live probe at a low rate."""
+    samples = await soak(
+        client, workdir, rate=PROBE_RATE, seconds=PROBE_S, sample_s=10.0, broker_pid=broker_pid
     )
-    await consumer.start()
-    try:
-        arrived: list[float] = []
-        with anyio.fail_after(600):
-            while len(arrived) < finalizes:
-                for records in (await consumer.getmany(timeout_ms=100)).values():
-                    arrived += [time.monotonic()] * len(records)
-    finally:
-        await consumer.stop()
-        processor.stop()
-    # The first bundle marks the end of the join and restore; the drain rate is what follows.
-    took = arrived[-1] - arrived[0]
-    return MAX_BACKLOG_EVENTS * (finalizes - 1) / finalizes / took
+    busy = statistics.fmean(s.cpu_pct for s in samples if s.at_s > PROBE_WARMUP_S) / 100
+    return PROBE_RATE / busy
 
 
 async def soak(
@@ -220,7 +216,7 @@ async def soak(
         **client,
         group_id=None,
         auto_offset_reset="earliest",
-        fetch_max_wait_ms=READER_FETCH_WAIT_MS,
+        fetch_max_wait_ms=SOAK_FETCH_WAIT_MS,
     )
     await producer.start()
     await consumer.start()
@@ -259,6 +255,7 @@ async def soak(
 
     started = time.monotonic()
     broker_cpu, broker_cpu_at = cpu_seconds(broker_pid), started
+    own_cpu = cpu_seconds(processor.process.pid)
     try:
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(collect)
@@ -269,7 +266,9 @@ async def soak(
                     window, latencies[:] = list(latencies), []
                     cpu, now = cpu_seconds(broker_pid), time.monotonic()
                     cpu_pct = 100 * (cpu - broker_cpu) / (now - broker_cpu_at)
-                    broker_cpu, broker_cpu_at = cpu, now
+                    own = cpu_seconds(processor.process.pid)
+                    own_pct = 100 * (own - own_cpu) / (now - broker_cpu_at)
+                    broker_cpu, broker_cpu_at, own_cpu = cpu, now, own
                     sample = Sample(
                         at_s=time.monotonic() - started,
                         rss_mib=rss_mib(processor.process.pid),
@@ -277,6 +276,7 @@ async def soak(
                         p50_ms=percentile(window, 0.5),
                         p99_ms=percentile(window, 0.99),
                         bundles=bundles,
+                        cpu_pct=own_pct,
                         broker_cpu_pct=cpu_pct,
                         broker_rss_mib=rss_mib(broker_pid),
                     )
@@ -284,7 +284,8 @@ async def soak(
                     print(
                         f"{sample.at_s:7.0f} s  rss {sample.rss_mib:7.1f} MiB  lag {sample.lag:6d}"
                         f"  p50 {sample.p50_ms:8.1f} ms  p99 {sample.p99_ms:8.1f} ms"
-                        f"  bundles {sample.bundles}  broker {sample.broker_cpu_pct:5.1f}% CPU"
+                        f"  bundles {sample.bundles}  CPU {sample.cpu_pct:5.1f}%"
+                        f"  broker {sample.broker_cpu_pct:5.1f}% CPU"
                         f" {sample.broker_rss_mib:7.1f} MiB",
                         flush=True,
                     )
@@ -342,6 +343,7 @@ def plot(samples: list[Sample], path: Path, title: str) -> None:
     axes[2].set_ylabel("finalize to bundle (ms)")
     axes[2].set_yscale("log")
     axes[2].legend()
+    axes[3].plot(minutes, [s.cpu_pct for s in samples], label="processor CPU (%)")
     axes[3].plot(minutes, [s.broker_cpu_pct for s in samples], label="broker CPU (%)")
     axes[3].plot(minutes, [s.broker_rss_mib / 10 for s in samples], label="broker RSS (10 MiB)")
     axes[3].legend()
@@ -361,7 +363,7 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         async with embedded_broker() as broker:
             client = {"bootstrap_servers": broker.bootstrap_servers}
-            max_rate = await measure_max(client, Path(tmp))
+            max_rate = await measure_max(client, Path(tmp), broker.pid)
             rate = args.fraction * max_rate
             print(f"maximum {max_rate:.0f} events/s; soaking at {rate:.0f} events/s", flush=True)
             samples = await soak(

@@ -61,7 +61,6 @@ SETTING_NOTES: dict[str, str] = {
     "kafka.linger_ms": "producer linger; each write step sends its records before waiting",
     "kafka.compression_type": "codec of what stream-ctx produces; input in any codec is read",
     "kafka.fetch_max_wait_ms": "how long a fetch may wait for data",
-    "kafka.fetch_min_bytes": "bytes a fetch waits for before it answers",
     "kafka.max_poll_records": "records one fetch hands to processing (`max.poll.records`)",
     "kafka.client": "passed to aiokafka: security, SASL and TLS (keys below)",
     "state.changelog_suffix": "changelog topic = `<input>.<group_id>.<suffix>`",

@@ -65,9 +65,6 @@ class KafkaSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     # How long a fetch may wait for data. Kafka answers as soon as a record arrives, so this only
     # bounds idle polling; some brokers (Tansu) hold every fetch this long, adding it to latency.
     fetch_max_wait_ms: _Millis = 10
-    # Bytes a fetch waits for (up to fetch_max_wait_ms) before it answers (Kafka's
-    # fetch.min.bytes): above 1, a steady flow is fetched in fewer, larger responses.
-    fetch_min_bytes: _Count = 1
     # Records one fetch hands to processing (Kafka's max.poll.records); the next fetch waits until
     # they are processed, so this bounds the events held between fetch and acknowledgement.
     max_poll_records: _Count = 5_000

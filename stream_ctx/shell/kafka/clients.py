@@ -66,7 +66,6 @@ def group_consumer(kafka: KafkaSettings, **overrides: Any) -> AIOKafkaConsumer:
         **client_kwargs(kafka),
         "group_id": kafka.group_id,
         "fetch_max_wait_ms": kafka.fetch_max_wait_ms,
-        "fetch_min_bytes": kafka.fetch_min_bytes,
         "enable_auto_commit": False,
         "auto_offset_reset": "earliest",
         "session_timeout_ms": kafka.session_timeout_ms,
@@ -85,7 +84,6 @@ def reader(kafka: KafkaSettings, *topics: str, **overrides: Any) -> AIOKafkaCons
         "enable_auto_commit": False,
         "auto_offset_reset": "earliest",
         "fetch_max_wait_ms": kafka.fetch_max_wait_ms,
-        "fetch_min_bytes": kafka.fetch_min_bytes,
     }
     return AIOKafkaConsumer(*topics, **{**options, **overrides})
 
