@@ -139,6 +139,7 @@ class Runner:
         self.restore_hold: Callable[[], Awaitable[None]] | None = None
         self._kwargs = client_kwargs(settings.kafka)
         self._processors: dict[TopicPartition, ContextProcessor] = {}
+        self.metrics.watch_memos(lambda: [p.memos for p in self._processors.values()])
         self._pending_restore: set[TopicPartition] = set()
         # Next input offset to process per partition: where a failed fetch rewinds to.
         self._next_offsets: dict[TopicPartition, int] = {}

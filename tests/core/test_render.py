@@ -14,11 +14,12 @@ from hypothesis import strategies as st
 
 from stream_ctx.core.accumulator import ContextItem
 from stream_ctx.core.config import BundleConfig
+from stream_ctx.core.entry import render_lean
 from stream_ctx.core.events import RenderOrder, RetrievedItem
 from stream_ctx.core.plan import Ref, TextPlan
 from stream_ctx.core.processor import ContextProcessor
 from stream_ctx.core.reader import ReadItem, read_context, read_references
-from stream_ctx.core.render import READING_GUIDE, atom, render_lean, render_naive
+from stream_ctx.core.render import READING_GUIDE, atom, render_naive
 from stream_ctx.core.repeats import plan_texts
 from stream_ctx.core.scoring import rank_key
 from stream_ctx.core.tokenizer import get_tokenizer

@@ -18,8 +18,9 @@ from hypothesis import strategies as st
 
 from stream_ctx.core import tokenizer as tokenizer_module
 from stream_ctx.core.config import BundleConfig
+from stream_ctx.core.entry import render_lean
 from stream_ctx.core.processor import ContextProcessor
-from stream_ctx.core.render import render_lean, render_naive
+from stream_ctx.core.render import render_naive
 from stream_ctx.core.repeats import plan_texts
 from stream_ctx.core.tokenizer import (
     O200K_PATTERN,
