@@ -1,9 +1,9 @@
 """DagContextAssembler: chooses the items that fit a token budget and renders them deduplicated,
 and keeps what it learned for its next assembly of the same window.
 
-What it keeps: the index of the held items' texts (textindex.py), each plan under what it read
-(Planner.reads), each entry under what it depends on (its item, the items before it that a
-header may name, its plan), and each entry's counts. An assembly looks up only new and changed
+What it keeps: the index of the held items' texts (textindex.py), and what the last placement of
+the window and of a budget trial learned (placement.py): each plan with the texts it read, each
+entry with what it depends on, each entry's counts. An assembly indexes only new and changed
 items, plans again only texts whose reads changed, writes again only entries whose plan or
 neighbours changed, and counts only new texts; the rest is filling in numbers. Nothing kept
 changes a byte: a fresh assembler makes the same assembly.
@@ -13,27 +13,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from itertools import count
-
-from cachetools import LRUCache
 
 from stream_ctx.core.accumulator import ContextItem, RankedItem
 from stream_ctx.core.dag import StateDag
-from stream_ctx.core.entry import Numbering, Template, is_sharing, lean_template
+from stream_ctx.core.entry import Numbering, is_sharing, lean_template
 from stream_ctx.core.events import RenderOrder
 from stream_ctx.core.memo import Memos
+from stream_ctx.core.placement import Held, Placements
 from stream_ctx.core.plan import TextPlan, renamed
-from stream_ctx.core.render import BASE_WINDOW, BASELINE_ENTRIES, HeaderParts, parts_of
-from stream_ctx.core.repeats import Planner, Reads
+from stream_ctx.core.render import BASELINE_ENTRIES, parts_of
 from stream_ctx.core.segment import Counted
 from stream_ctx.core.textindex import IndexedText, TextIndex
 from stream_ctx.core.tokenizer import Tokenizer
 
 __all__ = ("Assembly", "DagContextAssembler")
-
-# Plans and entries kept per item a window holds: the window's own, a budget's trial's, and
-# those of items that left or moved, until they age out.
-_KEPT_PER_ITEM = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,66 +52,17 @@ class Assembly:
         return {r.item.id: ids for r, ids in pairs}
 
 
-@dataclass(slots=True, eq=False)
-class _Held:
-    """A held item: its text in the index, its header parts and its baseline entry's tokens.
-    Replaced when anything it writes changes (hashed by identity: entries are kept by it)."""
-
-    item: ContextItem
-    text: IndexedText
-    parts: HeaderParts
-    naive: int
-
-
-@dataclass(frozen=True, slots=True)
-class _Plan:
-    """A plan (naming texts by serial), a token naming it in entry keys, and what it read."""
-
-    plan: TextPlan
-    token: int
-    reads: Reads
-
-
-@dataclass(frozen=True, slots=True)
-class _Known:
-    """A text's plan at the window's last assembly, and the version of its text it read."""
-
-    planned: _Plan
-    version: int
-    read: frozenset[int]
-
-
-@dataclass(frozen=True, slots=True)
-class _Placed:
-    """The held items of one context in its order, their plans (naming texts by serial) and
-    entries."""
-
-    helds: list[_Held]
-    planner: Planner
-    plans: list[TextPlan]
-    templates: list[Template]
-    numbering: Numbering
-
-
 class DagContextAssembler:
     """Pure and deterministic: the same ranked items and budget give the same context, whatever
-    this assembler assembled before. `window` sizes what it keeps (a window's max_items)."""
+    this assembler assembled before."""
 
-    def __init__(
-        self, tokenizer: Tokenizer, *, memos: Memos | None = None, window: int = 20
-    ) -> None:
+    def __init__(self, tokenizer: Tokenizer, *, memos: Memos | None = None) -> None:
         self.tokenizer = tokenizer
         self._memos = memos if memos is not None else Memos()
         self._index = TextIndex(self._memos)
-        self._held: dict[str, _Held] = {}
-        kept = _KEPT_PER_ITEM * window
-        self._plans: LRUCache[tuple[int, Reads], _Plan] = LRUCache(maxsize=kept)
-        self._templates: LRUCache[tuple[object, ...], Template] = LRUCache(maxsize=kept)
-        self._tokens = count()
-        # The window's last assembly: each text's plan, place and number widths.
-        self._known: dict[int, _Known] = {}
-        self._rank: dict[int, int] = {}
-        self._widths: list[tuple[int, int]] = []
+        self._held: dict[str, Held] = {}
+        self._window = Placements(self._index, self._memos)
+        self._trials = Placements(self._index, self._memos)
 
     def assemble(
         self, ranked: Sequence[RankedItem], *, max_tokens: int | None, order: RenderOrder
@@ -129,17 +73,17 @@ class DagContextAssembler:
         first place in that order, so a borderline item may fit in one order and not another.
         """
         self._hold(ranked)
-        everything = self._assemble(list(ranked), order, is_window=True)
+        everything = self._assemble(list(ranked), order, self._window)
         if max_tokens is None or everything.tokens_bundle <= max_tokens:
             return everything
         chosen: list[RankedItem] = []
         for candidate in ranked:
             trial = [*chosen, candidate]
-            placed = self._place(_arranged(trial, order), is_window=False)
+            placed = self._trials.place(self._helds(_arranged(trial, order)), self.tokenizer)
             tokens = sum(t.tokens(placed.numbering, self.tokenizer) for t in placed.templates)
             if tokens <= max_tokens:
                 chosen = trial
-        best = self._assemble(chosen, order, is_window=False)
+        best = self._assemble(chosen, order, self._trials)
         return replace(best, skipped_for_budget=len(ranked) - len(chosen))
 
     def serials(self, items: Sequence[ContextItem]) -> list[int]:
@@ -167,42 +111,43 @@ class DagContextAssembler:
         return counted
 
     def _hold(self, ranked: Sequence[RankedItem]) -> None:
-        """Bring the held items up to `ranked`: new and changed ones indexed, gone ones dropped."""
-        for r in ranked:
-            held = self._held.get(r.item.id)
-            if held is None or held.item is not r.item:
-                self._held[r.item.id] = self._refreshed(held, r.item)
+        """Bring the held items up to `ranked`: gone ones dropped, changed ones written anew,
+        new texts indexed."""
         if len(self._held) > len(ranked):
             for gone in self._held.keys() - {r.item.id for r in ranked}:
-                self._forget(self._held.pop(gone).text.serial)
-
-    def _refreshed(self, held: _Held | None, item: ContextItem) -> _Held:
-        if held is not None and _writes_alike(held.item, item):
-            held.item = item  # a merge that changed only what is not written
-            return held
-        text = None
-        if held is not None:
-            if held.text.text == item.content:
-                text = held.text
+                self._index.remove(self._held.pop(gone).text.serial)
+        unindexed: list[ContextItem] = []
+        for r in ranked:
+            item, held = r.item, self._held.get(r.item.id)
+            if held is None or held.item is item:
+                if held is None:
+                    unindexed.append(item)
+            elif _writes_alike(held.item, item):
+                held.item = item  # a merge that changed only what is not written
+            elif held.text.text == item.content:
+                self._held[item.id] = self._held_of(item, held.text)
             else:
-                self._forget(held.text.serial)
-        if text is None:
-            text = self._index.add(item.content)
+                self._index.remove(self._held.pop(item.id).text.serial)
+                unindexed.append(item)
+        texts = self._index.add([item.content for item in unindexed])
+        for item, text in zip(unindexed, texts, strict=True):
+            self._held[item.id] = self._held_of(item, text)
+
+    def _held_of(self, item: ContextItem, text: IndexedText) -> Held:
         entry = self._memos[BASELINE_ENTRIES](
             item.id, item.kind, tuple(item.attributes.items()), tuple(item.tags), item.content
         )
         naive = sum(self.tokenizer.count_segment(key, text) for key, text in entry)
-        return _Held(item, text, parts_of(item, self._memos), naive)
+        return Held(item, text, parts_of(item, self._memos), naive)
 
-    def _forget(self, serial: int) -> None:
-        self._index.remove(serial)
-        self._known.pop(serial, None)
+    def _helds(self, ranked: list[RankedItem]) -> list[Held]:
+        return [self._held[r.item.id] for r in ranked]
 
     def _assemble(
-        self, selected: list[RankedItem], order: RenderOrder, *, is_window: bool
+        self, selected: list[RankedItem], order: RenderOrder, placements: Placements
     ) -> Assembly:
         placed_items = _arranged(selected, order)
-        placed = self._place(placed_items, is_window=is_window)
+        placed = placements.place(self._helds(placed_items), self.tokenizer)
         segments = [
             c for t in placed.templates for c in t.counted(placed.numbering, self.tokenizer)
         ]
@@ -222,80 +167,6 @@ class DagContextAssembler:
             naive,
             is_sharing(placed.templates, plans),
         )
-
-    def _place(self, placed: list[RankedItem], *, is_window: bool) -> _Placed:
-        """The entries of items in context order (the whole window's, or a trial's): plans
-        and entries whose reads and neighbours are unchanged come from what is kept."""
-        helds = [self._held[r.item.id] for r in placed]
-        serials = [held.text.serial for held in helds]
-        planner = Planner(self._index, serials, self._memos)
-        moved = self._moved(serials, planner.widths) if is_window else None
-        known = self._known if is_window else None
-        plans: list[TextPlan] = []
-        templates: list[Template] = []
-        items = [held.item for held in helds]
-        parts = [held.parts for held in helds]
-        for n, held in enumerate(helds):
-            planned = self._planned(planner, n, held.text, known, moved)
-            plans.append(planned.plan)
-            first = max(n - BASE_WINDOW, 0)
-            # A header may name any of the BASE_WINDOW before it, priced by their numbers' width.
-            key = (*helds[first : n + 1], len(str(first + 1)), len(str(n)), planned.token)
-            template = self._templates.get(key)
-            if template is None:
-                template = lean_template(items, parts, n, serials, planned.plan, self._memos)
-                self._templates[key] = template
-            templates.append(template)
-        if is_window:
-            self._rank = {serial: n for n, serial in enumerate(serials)}
-            self._widths = planner.widths
-        numbering = Numbering({s: n for n, s in enumerate(serials, start=1)}, self.tokenizer)
-        return _Placed(helds, planner, plans, templates, numbering)
-
-    def _planned(
-        self,
-        planner: Planner,
-        n: int,
-        text: IndexedText,
-        known: dict[int, _Known] | None,
-        moved: set[int] | None,
-    ) -> _Plan:
-        """Text `n`'s plan: as at the window's last assembly (`known`, when this is the window)
-        if nothing it read changed (`moved` None: the texts changed order), else as kept under
-        what it reads now, else planned."""
-        last = known.get(text.serial) if known is not None and moved is not None else None
-        if (
-            last is not None
-            and moved is not None
-            and last.version == text.version
-            and text.serial not in moved
-            and last.read.isdisjoint(moved)
-        ):
-            return last.planned
-        reads = planner.reads(n)
-        planned = self._plans.get((text.serial, reads))
-        if planned is None:
-            plan = renamed(planner.plan(n), planner.order)
-            planned = self._plans[text.serial, reads] = _Plan(plan, next(self._tokens), reads)
-        if known is not None:
-            read = frozenset(serial for serial, _ in reads[1])
-            known[text.serial] = _Known(planned, text.version, read)
-        return planned
-
-    def _moved(self, serials: list[int], widths: list[tuple[int, int]]) -> set[int] | None:
-        """The texts whose number changed width since the window's last assembly, if the
-        texts it held keep their order (newcomers aside); None if some moved past another."""
-        last, moved = -1, set()
-        for n, serial in enumerate(serials):
-            rank = self._rank.get(serial)
-            if rank is None:
-                continue
-            if rank < last:
-                return None
-            last = rank
-            if self._widths[rank] != widths[n]:
-                moved.add(serial)
-        return moved
 
 
 def _writes_alike(held: ContextItem, item: ContextItem) -> bool:

@@ -176,11 +176,15 @@ def _segments(slot: int, rest: list[Part]) -> tuple[str | tuple[Part, ...], ...]
     digits only, so it holds neither the header's newline nor a cut (a cut after the last digit
     is one after the slot)."""
     slots: list[tuple[int, int]] = []  # (place in the sketch, slot)
-    sketch = ""
+    texts: list[str] = []
+    at = 0
     for part in rest:
+        text = part if isinstance(part, str) else "0"
         if isinstance(part, int):
-            slots.append((len(sketch), part))
-        sketch += "0" if isinstance(part, int) else part
+            slots.append((at, part))
+        texts.append(text)
+        at += len(text)
+    sketch = "".join(texts)
     bounds = [0, *entry_cuts(sketch), len(sketch)]
     lead: tuple[Part, ...] = ("§", slot)
     return (lead, *(_segment(sketch, slots, a, b) for a, b in pairwise(bounds)))

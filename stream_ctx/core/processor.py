@@ -330,10 +330,7 @@ class ContextProcessor:
         conv.window.counters.seq += 1
         learned = self._learned.get(cid)
         if learned is None:
-            assembler = DagContextAssembler(
-                self.tokenizer, memos=self.memos, window=self.config.max_items
-            )
-            learned = _Learned(assembler)
+            learned = _Learned(DagContextAssembler(self.tokenizer, memos=self.memos))
             if self._learned.maxsize:
                 self._learned[cid] = learned
         conversation = Conversation(

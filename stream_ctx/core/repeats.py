@@ -9,8 +9,8 @@ starts with the end of an earlier one (an overlapping chunk) takes its first, pa
 the run, and so does one that ends with the start of an earlier one. A text mostly made of
 another one's lines is written as a diff against it (rerun.py) when that costs less. Deterministic:
 the same texts in the same order give the same plans, and a text's plan depends only on the texts
-before it, so an entry sent before is planned alike in a later context. It depends on few of them:
-`Planner.reads` names them, so a plan can be kept while they keep their places.
+before it, so an entry sent before is planned alike in a later context. It depends on few of them,
+which the Planner names with each plan, so a plan can be kept while they keep their places.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from stream_ctx.core.quotes import QUOTES, rough_tokens
 from stream_ctx.core.rerun import RERUNS
 from stream_ctx.core.textindex import IndexedText, TextIndex
 
-__all__ = ("Planner", "Reads", "plan_texts")
+__all__ = ("Planner", "plan_texts")
 
 # A passage shorter than this is written out: looking it up would cost the reader more.
 _MIN_PASSAGE_CHARS = 24
@@ -41,23 +41,29 @@ _MAX_NARROWED = 3
 # the references that would otherwise stand for it.
 _DIFF_PREFERENCE = 1.5
 
-Reads = tuple[tuple[int, int], tuple[tuple[int, tuple[int, int]], ...]]
-"""What a plan depends on besides its own text: the widths of its place's number, and the earlier
-texts it may read (serial, widths of their place's number) in context order."""
-
 
 def plan_texts(texts: Sequence[str], *, memos: Memos | None = None) -> list[TextPlan]:
     """Each text's plan, in the given order."""
     memos = memos if memos is not None else Memos()
     index = TextIndex(memos)
-    planner = Planner(index, [index.add(text).serial for text in texts], memos)
-    return [planner.plan(n) for n in range(len(texts))]
+    planner = Planner(index, [indexed.serial for indexed in index.add(texts)], memos)
+    return [planner.plan(n)[0] for n in range(len(texts))]
 
 
 class Planner:
     """Plans the texts of one context, given as serials of `index` in context order."""
 
-    __slots__ = ("_ordered", "_quotes", "_rerun", "at", "index", "order", "texts", "widths")
+    __slots__ = (
+        "_ordered",
+        "_quotes",
+        "_read",
+        "_rerun",
+        "at",
+        "index",
+        "order",
+        "texts",
+        "widths",
+    )
 
     def __init__(self, index: TextIndex, order: Sequence[int], memos: Memos) -> None:
         self.index = index
@@ -70,58 +76,66 @@ class Planner:
         self._rerun = memos[RERUNS]
         # The digits of each place k and of its number k + 1: costs are priced with them.
         self.widths = [(len(str(k)), len(str(k + 1))) for k in range(len(order))]
+        self._read: set[int] = set()
 
-    def reads(self, n: int) -> Reads:
-        """What the plan of text `n` may read: the same reads, the same plan (up to numbering).
-
-        A plan reads the first equal text, the texts it may continue or rerun, and the latest
-        earlier places of each of its units; which text is which, their order and the width of
-        their numbers (costs are priced with them) decide it.
-        """
-        mine, at, places = self.texts[n], self.at, self.index.places
-        earlier = {k for s in self.index.equal[mine.text] if (k := at.get(s, n)) < n}
-        earlier.update(k for s in mine.shares if (k := at.get(s, n)) < n)
-        earlier.update(k for s in mine.continued_in if (k := at.get(s, n)) < n)
-        for unit in mine.shared:
-            held = places[unit]
-            if len(held) > _MAX_CANDIDATES:  # more than the latest ones may be earlier
-                earlier.update(k for k, _ in self._latest(unit, n))
-            else:
-                earlier.update(k for s, _ in held if (k := at.get(s, n)) < n)
-        order, widths = self.order, self.widths
-        return widths[n], tuple((order[k], widths[k]) for k in sorted(earlier))
-
-    def plan(self, n: int) -> TextPlan:
-        """How text `n` is written after the texts before it."""
+    def plan(self, n: int) -> tuple[TextPlan, set[int]]:
+        """How text `n` is written after the texts before it, and the places of the earlier
+        texts that decided it: with the same texts there in the same order, numbered as wide,
+        no other text holding what it looked for, the plan is the same (up to numbering)."""
         mine = self.texts[n]
         text = mine.text
         at = self.at
-        same = min((k for s in self.index.equal[text] if (k := at.get(s, n)) < n), default=None)
+        self._read = read = {k for s in self.index.equal[text] if (k := at.get(s, n)) < n}
+        same = min(read, default=None)
         if same is not None and _is_worth(same, text, "", ""):
-            return TextPlan([Ref(same, 0, len(text))])
+            return TextPlan([Ref(same, 0, len(text))]), read
         pieces = self._pieces(n, mine)
         base = self._diff_base(n, mine) if same is None else None
         if base is not None:
             diff = self._diff_plan(base, self.texts[base].text, text)
             if diff is not None and _cost(diff) <= _DIFF_PREFERENCE * _cost_of_pieces(pieces):
-                return diff
-        return TextPlan(pieces)
+                return diff, read
+        return TextPlan(pieces), read
+
+    def readers(self, n: int) -> set[int]:
+        """The places after text `n` whose plan may read it: its index readers, and the texts
+        whose places of a unit it shares come within the latest they look at."""
+        at = self.at
+        found = {k for s in self.index.readers(self.order[n]) if (k := at.get(s, n)) > n}
+        for unit in self.texts[n].shared:
+            ordered = self._ordered_places(unit)
+            cut = bisect_right(ordered, (n, len(self.texts[n].units)))
+            found.update(k for k, _ in ordered[cut : cut + _MAX_CANDIDATES])
+        return found
 
     def _latest(self, unit: str, n: int) -> list[tuple[int, int]]:
         """The latest places of `unit` (a unit text `n` shares) in the texts before text `n`,
         in context order."""
-        ordered = self._ordered.get(unit)
-        if ordered is None:
-            at = self.at
-            ordered = sorted((at[s], j) for s, j in self.index.places[unit] if s in at)
-            self._ordered[unit] = ordered
+        ordered = self._ordered_places(unit)
         cut = bisect_left(ordered, (n, -1))
         return ordered[max(cut - _MAX_CANDIDATES, 0) : cut]
 
-    def _is_held_before(self, n: int, i: int) -> bool:
-        """Whether unit `i` of text `n` stands in a text before it."""
-        unit = self.texts[n].units[i]
-        return unit in self.texts[n].shared and bool(self._latest(unit, n))
+    def _ordered_places(self, unit: str) -> list[tuple[int, int]]:
+        """The places of `unit` among these texts, in context order."""
+        ordered = self._ordered.get(unit)
+        if ordered is None:
+            at = self.at
+            ordered = [(at[s], j) for s, j in self.index.places[unit] if s in at]
+            ordered.sort()
+            self._ordered[unit] = ordered
+        return ordered
+
+    def _candidates(
+        self, n: int, mine: IndexedText, i: int, own: dict[str, list[int]]
+    ) -> list[tuple[int, int]]:
+        """The latest places of unit `i` before it (this text's own earlier ones last): where
+        a run of units equal to those from unit `i` may start."""
+        unit = mine.units[i]
+        earlier = self._latest(unit, n) if unit in mine.shared else []
+        self._read.update(k for k, _ in earlier)
+        if unit not in own:
+            return earlier
+        return [*earlier, *((n, j) for j in own[unit])][-_MAX_CANDIDATES:]
 
     def _diff_base(self, n: int, mine: IndexedText) -> int | None:
         """The earlier text sharing the most of this one's units (the first on a tie), if it
@@ -131,6 +145,8 @@ class Planner:
         at = self.at
         for serial, chars in mine.shares.items():
             k = at.get(serial, n)
+            if k < n:
+                self._read.add(k)
             if k < n and (
                 chars > best_chars or (chars == best_chars and best is not None and k < best)
             ):
@@ -147,8 +163,10 @@ class Planner:
         i = 0
         while i < len(units):
             found = self._continuation(n, mine) if i == 0 else None
-            if found is None and marks[i] and (units[i] in own or self._is_held_before(n, i)):
-                found = self._reference(n, mine, i, written, own)
+            if found is None and marks[i]:
+                candidates = self._candidates(n, mine, i, own)
+                if candidates:
+                    found = self._reference(n, mine, i, written, candidates)
             if found is None:
                 if marks[i]:
                     own.setdefault(units[i], []).append(i)
@@ -176,6 +194,7 @@ class Planner:
             return None
         at = self.at
         earlier = sorted((k for s in mine.continued_in if (k := at.get(s, n)) < n), reverse=True)
+        self._read.update(earlier)
         units, starts = mine.units, mine.starts
         first = units[0]
         best: tuple[int, int] | None = None
@@ -202,13 +221,18 @@ class Planner:
         return None
 
     def _reference(
-        self, n: int, mine: IndexedText, i: int, written: int, own: dict[str, list[int]]
+        self,
+        n: int,
+        mine: IndexedText,
+        i: int,
+        written: int,
+        candidates: list[tuple[int, int]],
     ) -> tuple[Ref, int, int, int] | None:
         """The reference for the longest run of units from unit `i` that also stands earlier
         (taking in the equal units before it, back to `written`), with where its passage
         starts and ends in the text and the unit after it."""
         units, starts = mine.units, mine.starts
-        run = self._longest_run(n, units, i, own)
+        run = self._longest_run(n, units, i, candidates)
         if run is None:
             return None
         k, j, size = run
@@ -246,13 +270,10 @@ class Planner:
         return Ref(k, start, len(passage), head, tail), a, b
 
     def _longest_run(
-        self, n: int, units: list[str], i: int, own: dict[str, list[int]]
+        self, n: int, units: list[str], i: int, candidates: list[tuple[int, int]]
     ) -> tuple[int, int, int] | None:
         """(text, unit, units) of the longest run of earlier units equal to units from `i`,
-        from the latest places of unit `i` (this text's own earlier ones last)."""
-        unit = units[i]
-        earlier = self._latest(unit, n) if unit in self.texts[n].shared else []
-        candidates = [*earlier, *((n, j) for j in own.get(unit, ()))][-_MAX_CANDIDATES:]
+        starting at one of `candidates`."""
         best: tuple[int, int, int] | None = None
         best_chars = 0
         for k, j in candidates:

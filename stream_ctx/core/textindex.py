@@ -10,8 +10,10 @@ context is the planner's business (repeats.py).
 
 from __future__ import annotations
 
+from bisect import bisect_right
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from itertools import count
+from itertools import accumulate, count
 from typing import TypeVar
 
 from stream_ctx.core.memo import Memo, Memos
@@ -47,8 +49,8 @@ UNITS = Memo("text_units", split_units, 1 << 13)
 class IndexedText:
     """One held text, its units, which of them other held texts hold too (`shared`), and the
     other texts (by serial) its plan may read besides those: `continued_in` hold its first words,
-    `shares` hold at least half of its characters in units (with how many). `version` counts
-    the changes to what its plan may read: a text added or removed that it may read."""
+    `shares` hold at least half of its characters in units (with how many). Both ways round:
+    `leads` start with words it holds, `reruns` have it among their `shares`."""
 
     serial: int
     text: str
@@ -60,7 +62,8 @@ class IndexedText:
     shared: set[str] = field(default_factory=set)
     continued_in: set[int] = field(default_factory=set)
     shares: dict[int, int] = field(default_factory=dict)
-    version: int = 0
+    leads: set[int] = field(default_factory=set)
+    reruns: set[int] = field(default_factory=set)
 
 
 class TextIndex:
@@ -76,8 +79,13 @@ class TextIndex:
         self._serials = count()
         self._split = memos[UNITS]
 
-    def add(self, text: str) -> IndexedText:
-        """Index `text` under a new serial."""
+    def add(self, texts: Sequence[str]) -> list[IndexedText]:
+        """Index `texts`, each under a new serial."""
+        added = [self._indexed(text) for text in texts]
+        self._link_leads(added)
+        return added
+
+    def _indexed(self, text: str) -> IndexedText:
         units, starts, marks = self._split(text)
         occurrences: dict[str, int] = {}
         for unit, mark in zip(units, marks, strict=True):
@@ -86,52 +94,72 @@ class TextIndex:
         new = IndexedText(
             next(self._serials), text, units, starts, marks, _lead(units), occurrences
         )
-        touched = self._share(new)
-        touched.update(self.equal.get(text, ()))
-        for other in self.texts.values():
-            if new.lead is not None and new.lead in other.text:
-                new.continued_in.add(other.serial)
-            if other.lead is not None and other.lead in text:
-                other.continued_in.add(new.serial)
-                touched.add(other.serial)
+        self._share(new)
         for j, unit in enumerate(units):
             if marks[j]:
                 self.places.setdefault(unit, []).append((new.serial, j))
         self.equal.setdefault(text, []).append(new.serial)
         self.texts[new.serial] = new
-        self._touch(touched)
         return new
+
+    def _link_leads(self, added: list[IndexedText]) -> None:
+        """Record which texts hold the first words of which, for the added texts both ways: a
+        search of all texts joined for each added one's words, and of the added ones joined for
+        each other text's (first words hold no newline, so no match runs across two texts)."""
+        every = list(self.texts.values())
+        joined = "\n".join(held.text for held in every)
+        starts = list(accumulate((len(held.text) + 1 for held in every), initial=0))
+        for new in added:
+            at = -1 if new.lead is None else joined.find(new.lead)
+            while at >= 0:
+                k = bisect_right(starts, at) - 1
+                if every[k] is not new:
+                    new.continued_in.add(every[k].serial)
+                    every[k].leads.add(new.serial)
+                at = joined.find(new.lead, starts[k + 1]) if new.lead is not None else -1
+        fresh = {new.serial for new in added}
+        joined_added = "\n".join(new.text for new in added)
+        for other in every:
+            if other.lead is None or other.serial in fresh or other.lead not in joined_added:
+                continue
+            for new in added:
+                if other.lead in new.text:
+                    other.continued_in.add(new.serial)
+                    new.leads.add(other.serial)
 
     def remove(self, serial: int) -> None:
         """Forget a text and every mention of it."""
         gone = self.texts.pop(serial)
-        touched: set[int] = set()
         for j, unit in enumerate(gone.units):
             if gone.marks[j]:
                 _discard(self.places, unit, (serial, j))
         for unit in gone.shared:
             holders = {serial for serial, _ in self.places[unit]}
-            touched |= holders
             if len(holders) == 1:
                 self.texts[holders.pop()].shared.discard(unit)
         _discard(self.equal, gone.text, serial)
-        touched.update(self.equal.get(gone.text, ()))
-        for other in self.texts.values():
-            if serial in other.continued_in or serial in other.shares:
-                other.continued_in.discard(serial)
-                other.shares.pop(serial, None)
-                touched.add(other.serial)
-        self._touch(touched)
+        for other in gone.continued_in:
+            self.texts[other].leads.discard(serial)
+        for other in gone.leads:
+            self.texts[other].continued_in.discard(serial)
+        for other in gone.shares:
+            self.texts[other].reruns.discard(serial)
+        for other in gone.reruns:
+            self.texts[other].shares.pop(serial)
 
-    def _touch(self, serials: set[int]) -> None:
-        for serial in serials:
-            self.texts[serial].version += 1
+    def readers(self, serial: int) -> set[int]:
+        """The other texts whose plan may read this one wherever it stands: its equals, those
+        starting with words it holds, and those that may be its reruns."""
+        text = self.texts[serial]
+        found = text.leads | text.reruns
+        found.update(self.equal[text.text])
+        found.discard(serial)
+        return found
 
-    def _share(self, new: IndexedText) -> set[int]:
+    def _share(self, new: IndexedText) -> None:
         """Record, both ways, which units the new text shares with held ones, and which held
         texts share at least half of the other's characters in units (each unit of a text
-        counts its length once for every other text holding it); returns the texts sharing a
-        unit with it."""
+        counts its length once for every other text holding it)."""
         mine: dict[int, int] = {}
         theirs: dict[int, int] = {}
         for unit, times in new.occurrences.items():
@@ -147,11 +175,13 @@ class TextIndex:
                 self.texts[serial].shared.add(unit)
         half = MIN_DIFF_SHARE * len(new.text)
         new.shares = {serial: chars for serial, chars in mine.items() if chars >= half}
+        for serial in new.shares:
+            self.texts[serial].reruns.add(new.serial)
         for serial, chars in theirs.items():
             other = self.texts[serial]
             if chars >= MIN_DIFF_SHARE * len(other.text):
                 other.shares[new.serial] = chars
-        return set(theirs)
+                new.reruns.add(serial)
 
 
 def _lead(units: list[str]) -> str | None:

@@ -187,6 +187,25 @@ def test_a_newcomer_that_a_held_text_continues_is_read_by_its_next_plan() -> Non
     assert "\n[§1 " in _same_bundles(processors, make_finalize(), 4)
 
 
+def test_a_newcomer_a_few_places_of_a_line_before_a_text_is_read_by_its_next_plan() -> None:
+    # Three lines the reader holds, first held by `middle` alone, then also by a newcomer placed
+    # before it: the reader's run of them now starts at the newcomer (the first of equal runs).
+    lines = "".join(f"{word} is a line that the reader repeats whole\n" for word in _WORDS[:3])
+    own = "".join(f"{word} stands on its own line here\n" for word in _WORDS[3:])
+    held = [
+        make_item(id="middle", content=f"{lines}the middle item ends here\n", salience=0.7),
+        make_item(id="reader", content=f"the reader opens this way\n{lines}{own}", salience=0.5),
+    ]
+    newcomer = make_item(id="new", content=f"the newcomer opens so\n{lines}", salience=0.9)
+    processors = _twins(BundleConfig())
+    for processor in processors:
+        processor.apply(make_retrieval(items=held), position=1)
+    assert "\n[§1 " in _same_bundles(processors, make_finalize(), 2)
+    for processor in processors:
+        processor.apply(make_retrieval(items=[newcomer]), position=3)
+    assert _same_bundles(processors, make_finalize(), 4).count("[§1 ") == 2
+
+
 def test_a_window_renumbered_past_ten_counts_its_numbers_exactly() -> None:
     # Each finalize puts a newcomer first: every entry, reference and base is renumbered, and
     # entries cross from one digit to two.
