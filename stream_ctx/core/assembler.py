@@ -160,7 +160,7 @@ class DagContextAssembler:
             selected,
             placed_items,
             plans,
-            StateDag.build(items, plans, memos=self._memos),
+            placements.dags.build(items, placed.plans, placed.planner.order),
             segments,
             "".join(text for text, _ in segments),
             sum(tokens for _, tokens in segments),

@@ -14,6 +14,7 @@ from bisect import bisect_left
 from dataclasses import dataclass
 
 from stream_ctx.core.accumulator import ContextItem
+from stream_ctx.core.dag import DagBuilder
 from stream_ctx.core.entry import Numbering, Template, lean_template
 from stream_ctx.core.memo import Memos
 from stream_ctx.core.plan import TextPlan, renamed
@@ -58,13 +59,14 @@ class _Kept:
 
 class Placements:
     """Places held items, keeping what the last placement learned (keep one per kind of
-    placement: a window's and a budget trial's differ)."""
+    placement: a window's and a budget trial's differ), and builds their dedup graphs."""
 
-    __slots__ = ("_index", "_memos", "_plans", "_rank", "_templates", "_widths")
+    __slots__ = ("_index", "_memos", "_plans", "_rank", "_templates", "_widths", "dags")
 
     def __init__(self, index: TextIndex, memos: Memos) -> None:
         self._index = index
         self._memos = memos
+        self.dags = DagBuilder(memos)
         self._rank: dict[int, int] = {}
         self._widths: list[tuple[int, int]] = []
         self._plans: dict[int, _Kept] = {}
@@ -75,15 +77,23 @@ class Placements:
         serials = [held.text.serial for held in helds]
         planner = Planner(self._index, serials, self._memos)
         moved, changed = self._changed(serials, planner.widths)
-        stale = self._stale(planner, moved)
+        fresh = {
+            n for n, serial in enumerate(serials) if serial not in self._rank or serial in moved
+        }
+        fresh_units = set().union(*(helds[n].text.shared for n in fresh))
         items = [held.item for held in helds]
         parts = [held.parts for held in helds]
         plans: dict[int, _Kept] = {}
         templates: dict[Held, tuple[tuple[object, ...], Template]] = {}
         for n, held in enumerate(helds):
             serial = held.text.serial
-            kept = self._plans.get(serial) if stale.get(serial, n) >= n else None
-            if kept is None or serial in changed or not kept.read.isdisjoint(changed):
+            kept = self._plans.get(serial)
+            if (
+                kept is None
+                or serial in changed
+                or not kept.read.isdisjoint(changed)
+                or planner.may_read(n, fresh, fresh_units)
+            ):
                 plan, read = planner.plan(n)
                 kept = _Kept(renamed(plan, serials), frozenset(serials[k] for k in read))
             plans[serial] = kept
@@ -113,17 +123,6 @@ class Placements:
         changed = (self._rank.keys() - set(serials)) | moved
         changed.update(serials[n] for n, rank in kept if self._widths[rank] != widths[n])
         return moved, changed
-
-    def _stale(self, planner: Planner, moved: set[int]) -> dict[int, int]:
-        """For each text that a newcomer (one the last placement did not hold, or one that
-        moved) may be read by, the place of the first such newcomer: its plan is made again."""
-        stale: dict[int, int] = {}
-        last_kept = max((n for n, s in enumerate(planner.order) if s in self._plans), default=-1)
-        for n, serial in enumerate(planner.order[:last_kept]):
-            if serial not in self._rank or serial in moved:
-                for reader in planner.readers(n):
-                    stale.setdefault(planner.order[reader], n)
-        return stale
 
 
 def _ascending(ranks: list[int]) -> set[int]:

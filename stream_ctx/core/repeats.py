@@ -97,16 +97,15 @@ class Planner:
                 return diff, read
         return TextPlan(pieces), read
 
-    def readers(self, n: int) -> set[int]:
-        """The places after text `n` whose plan may read it: its index readers, and the texts
-        whose places of a unit it shares come within the latest they look at."""
-        at = self.at
-        found = {k for s in self.index.readers(self.order[n]) if (k := at.get(s, n)) > n}
-        for unit in self.texts[n].shared:
-            ordered = self._ordered_places(unit)
-            cut = bisect_right(ordered, (n, len(self.texts[n].units)))
-            found.update(k for k, _ in ordered[cut : cut + _MAX_CANDIDATES])
-        return found
+    def may_read(self, n: int, places: set[int], units: set[str]) -> bool:
+        """Whether the plan of text `n` may read a text at one of `places` before it, given the
+        units those texts share: an equal text, one it may continue or be a rerun of, or one
+        among the latest places of a unit they share."""
+        mine, at = self.texts[n], self.at
+        related = (*self.index.equal[mine.text], *mine.shares, *mine.continued_in)
+        if any((k := at.get(serial, n)) < n and k in places for serial in related):
+            return True
+        return any(k in places for unit in mine.shared & units for k, _ in self._latest(unit, n))
 
     def _latest(self, unit: str, n: int) -> list[tuple[int, int]]:
         """The latest places of `unit` (a unit text `n` shares) in the texts before text `n`,
@@ -161,9 +160,10 @@ class Planner:
         pieces: list[Piece] = []
         written = 0
         i = 0
+        shared = mine.shared
         while i < len(units):
             found = self._continuation(n, mine) if i == 0 else None
-            if found is None and marks[i]:
+            if found is None and marks[i] and (units[i] in shared or units[i] in own):
                 candidates = self._candidates(n, mine, i, own)
                 if candidates:
                     found = self._reference(n, mine, i, written, candidates)

@@ -49,8 +49,8 @@ UNITS = Memo("text_units", split_units, 1 << 13)
 class IndexedText:
     """One held text, its units, which of them other held texts hold too (`shared`), and the
     other texts (by serial) its plan may read besides those: `continued_in` hold its first words,
-    `shares` hold at least half of its characters in units (with how many). Both ways round:
-    `leads` start with words it holds, `reruns` have it among their `shares`."""
+    `shares` hold at least half of its characters in units (with how many); `leads` start with
+    words it holds."""
 
     serial: int
     text: str
@@ -63,7 +63,6 @@ class IndexedText:
     continued_in: set[int] = field(default_factory=set)
     shares: dict[int, int] = field(default_factory=dict)
     leads: set[int] = field(default_factory=set)
-    reruns: set[int] = field(default_factory=set)
 
 
 class TextIndex:
@@ -135,6 +134,8 @@ class TextIndex:
                 _discard(self.places, unit, (serial, j))
         for unit in gone.shared:
             holders = {serial for serial, _ in self.places[unit]}
+            for other in holders:
+                self.texts[other].shares.pop(serial, None)
             if len(holders) == 1:
                 self.texts[holders.pop()].shared.discard(unit)
         _discard(self.equal, gone.text, serial)
@@ -142,19 +143,6 @@ class TextIndex:
             self.texts[other].leads.discard(serial)
         for other in gone.leads:
             self.texts[other].continued_in.discard(serial)
-        for other in gone.shares:
-            self.texts[other].reruns.discard(serial)
-        for other in gone.reruns:
-            self.texts[other].shares.pop(serial)
-
-    def readers(self, serial: int) -> set[int]:
-        """The other texts whose plan may read this one wherever it stands: its equals, those
-        starting with words it holds, and those that may be its reruns."""
-        text = self.texts[serial]
-        found = text.leads | text.reruns
-        found.update(self.equal[text.text])
-        found.discard(serial)
-        return found
 
     def _share(self, new: IndexedText) -> None:
         """Record, both ways, which units the new text shares with held ones, and which held
@@ -175,13 +163,10 @@ class TextIndex:
                 self.texts[serial].shared.add(unit)
         half = MIN_DIFF_SHARE * len(new.text)
         new.shares = {serial: chars for serial, chars in mine.items() if chars >= half}
-        for serial in new.shares:
-            self.texts[serial].reruns.add(new.serial)
         for serial, chars in theirs.items():
             other = self.texts[serial]
             if chars >= MIN_DIFF_SHARE * len(other.text):
                 other.shares[new.serial] = chars
-                new.reruns.add(serial)
 
 
 def _lead(units: list[str]) -> str | None:
