@@ -24,6 +24,7 @@ __all__ = ("BLOCK_IDS", "DagBuilder", "SharedAttribute", "StateDag", "block_id")
 
 # 48 bits: collision-free in practice for the few thousand blocks a bundle holds.
 _BLOCK_ID_BYTES = 6
+_NO_MARKS: frozenset[int] = frozenset()
 
 
 def block_id(text: str) -> str:
@@ -105,7 +106,8 @@ class DagBuilder:
                 for piece in plan.pieces
                 if not isinstance(piece, str) and piece.source != name
             )
-            made_from = (plan, frozenset(marks.get(name, ())), sources)
+            mark = marks.get(name)
+            made_from = (plan, _NO_MARKS if mark is None else frozenset(mark), sources)
             kept = self._kept.get(name)
             if kept is None or kept.made_from != made_from:
                 bounds = _bounds(plan, name, sorted(made_from[1]), cuts)

@@ -26,6 +26,8 @@ from stream_ctx.core.textindex import IndexedText, TextIndex
 
 __all__ = ("Planner", "plan_texts")
 
+# A text shares at least this much of its characters with an earlier one to be tried as a diff.
+_MIN_DIFF_SHARE = 0.5
 # A passage shorter than this is written out: looking it up would cost the reader more.
 _MIN_PASSAGE_CHARS = 24
 # A reference must save at least this many tokens (roughly counted) over the passage.
@@ -99,13 +101,17 @@ class Planner:
 
     def may_read(self, n: int, places: set[int], units: set[str]) -> bool:
         """Whether the plan of text `n` may read a text at one of `places` before it, given the
-        units those texts share: an equal text, one it may continue or be a rerun of, or one
-        among the latest places of a unit they share."""
+        units those texts share: an equal text, one it may continue, one among the latest places
+        of a unit they share, or one it may be a rerun of."""
         mine, at = self.texts[n], self.at
-        related = (*self.index.equal[mine.text], *mine.shares, *mine.continued_in)
+        related = (*self.index.equal[mine.text], *mine.continued_in)
         if any((k := at.get(serial, n)) < n and k in places for serial in related):
             return True
-        return any(k in places for unit in mine.shared & units for k, _ in self._latest(unit, n))
+        common = mine.shared & units
+        if any(k in places for unit in common for k, _ in self._latest(unit, n)):
+            return True
+        shared = self._shared_chars(n, common)
+        return any(k in places and chars >= self._half(n) for k, chars in shared.items())
 
     def _latest(self, unit: str, n: int) -> list[tuple[int, int]]:
         """The latest places of `unit` (a unit text `n` shares) in the texts before text `n`,
@@ -139,18 +145,27 @@ class Planner:
     def _diff_base(self, n: int, mine: IndexedText) -> int | None:
         """The earlier text sharing the most of this one's units (the first on a tie), if it
         shares enough."""
-        best: int | None = None
-        best_chars = 0
-        at = self.at
-        for serial, chars in mine.shares.items():
-            k = at.get(serial, n)
-            if k < n:
-                self._read.add(k)
-            if k < n and (
-                chars > best_chars or (chars == best_chars and best is not None and k < best)
-            ):
-                best, best_chars = k, chars
-        return best
+        shared = self._shared_chars(n, mine.shared)
+        half = self._half(n)
+        self._read.update(k for k, chars in shared.items() if chars >= half)
+        if not shared:
+            return None
+        best = max(sorted(shared), key=shared.__getitem__)
+        return best if shared[best] >= half else None
+
+    def _shared_chars(self, n: int, units: set[str]) -> dict[int, int]:
+        """For each text before text `n` that holds some of `units` (units of text `n`), the
+        characters of text `n` in those units: each occurrence counts its length."""
+        mine, at, places = self.texts[n], self.at, self.index.places
+        shared: dict[int, int] = {}
+        for unit in units:
+            chars = mine.occurrences[unit] * len(unit)
+            for k in {k for s, _ in places[unit] if (k := at.get(s, n)) < n}:
+                shared[k] = shared.get(k, 0) + chars
+        return shared
+
+    def _half(self, n: int) -> float:
+        return _MIN_DIFF_SHARE * len(self.texts[n].text)
 
     def _pieces(self, n: int, mine: IndexedText) -> list[Piece]:
         """The text as literal runs and references, left to right."""
@@ -190,7 +205,7 @@ class Planner:
         chunk): its first unit, maybe the end of a sentence or line, found in the nearest
         earlier text at a word's start, and the whole units after it that follow it there."""
         words = mine.lead
-        if words is None:
+        if words is None or not mine.continued_in:
             return None
         at = self.at
         earlier = sorted((k for s in mine.continued_in if (k := at.get(s, n)) < n), reverse=True)

@@ -19,10 +19,8 @@ from typing import TypeVar
 from stream_ctx.core.memo import Memo, Memos
 from stream_ctx.core.quotes import unit_ends
 
-__all__ = ("MIN_DIFF_SHARE", "UNITS", "IndexedText", "TextIndex", "Units", "split_units")
+__all__ = ("UNITS", "IndexedText", "TextIndex", "Units", "split_units")
 
-# A text shares at least this much of its characters with an earlier one to be tried as a diff.
-MIN_DIFF_SHARE = 0.5
 # A text's first unit is looked for in earlier texts when it holds this many words.
 _MIN_LEAD_WORDS = 3
 
@@ -47,10 +45,9 @@ UNITS = Memo("text_units", split_units, 1 << 13)
 
 @dataclass(slots=True, eq=False)
 class IndexedText:
-    """One held text, its units, which of them other held texts hold too (`shared`), and the
-    other texts (by serial) its plan may read besides those: `continued_in` hold its first words,
-    `shares` hold at least half of its characters in units (with how many); `leads` start with
-    words it holds."""
+    """One held text, its units (with how often each that may start a run occurs), which of them
+    other held texts hold too (`shared`), the other texts (by serial) that hold its first words
+    (`continued_in`: it may continue them) and those that start with words it holds (`leads`)."""
 
     serial: int
     text: str
@@ -61,7 +58,6 @@ class IndexedText:
     occurrences: dict[str, int]
     shared: set[str] = field(default_factory=set)
     continued_in: set[int] = field(default_factory=set)
-    shares: dict[int, int] = field(default_factory=dict)
     leads: set[int] = field(default_factory=set)
 
 
@@ -86,18 +82,23 @@ class TextIndex:
 
     def _indexed(self, text: str) -> IndexedText:
         units, starts, marks = self._split(text)
+        serial = next(self._serials)
         occurrences: dict[str, int] = {}
-        for unit, mark in zip(units, marks, strict=True):
-            if mark:
-                occurrences[unit] = occurrences.get(unit, 0) + 1
-        new = IndexedText(
-            next(self._serials), text, units, starts, marks, _lead(units), occurrences
-        )
-        self._share(new)
+        mine: list[tuple[str, tuple[int, int]]] = []
         for j, unit in enumerate(units):
             if marks[j]:
-                self.places.setdefault(unit, []).append((new.serial, j))
-        self.equal.setdefault(text, []).append(new.serial)
+                occurrences[unit] = occurrences.get(unit, 0) + 1
+                mine.append((unit, (serial, j)))
+        new = IndexedText(serial, text, units, starts, marks, _lead(units), occurrences)
+        self._share(new)
+        places = self.places
+        for unit, place in mine:
+            held = places.get(unit)
+            if held is None:
+                places[unit] = [place]
+            else:
+                held.append(place)
+        self.equal.setdefault(text, []).append(serial)
         self.texts[new.serial] = new
         return new
 
@@ -134,8 +135,6 @@ class TextIndex:
                 _discard(self.places, unit, (serial, j))
         for unit in gone.shared:
             holders = {serial for serial, _ in self.places[unit]}
-            for other in holders:
-                self.texts[other].shares.pop(serial, None)
             if len(holders) == 1:
                 self.texts[holders.pop()].shared.discard(unit)
         _discard(self.equal, gone.text, serial)
@@ -145,28 +144,14 @@ class TextIndex:
             self.texts[other].continued_in.discard(serial)
 
     def _share(self, new: IndexedText) -> None:
-        """Record, both ways, which units the new text shares with held ones, and which held
-        texts share at least half of the other's characters in units (each unit of a text
-        counts its length once for every other text holding it)."""
-        mine: dict[int, int] = {}
-        theirs: dict[int, int] = {}
-        for unit, times in new.occurrences.items():
-            held = self.places.get(unit)
-            if held is None:
-                continue
-            size = len(unit)
-            new.shared.add(unit)
-            for serial, _ in held:
-                theirs[serial] = theirs.get(serial, 0) + size
-            for serial in {serial for serial, _ in held}:
-                mine[serial] = mine.get(serial, 0) + times * size
-                self.texts[serial].shared.add(unit)
-        half = MIN_DIFF_SHARE * len(new.text)
-        new.shares = {serial: chars for serial, chars in mine.items() if chars >= half}
-        for serial, chars in theirs.items():
-            other = self.texts[serial]
-            if chars >= MIN_DIFF_SHARE * len(other.text):
-                other.shares[new.serial] = chars
+        """Record, both ways, which units the new text shares with held ones."""
+        texts, places = self.texts, self.places
+        for unit in new.occurrences:
+            held = places.get(unit)
+            if held is not None:
+                new.shared.add(unit)
+                for serial, _ in held:
+                    texts[serial].shared.add(unit)
 
 
 def _lead(units: list[str]) -> str | None:

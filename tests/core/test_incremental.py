@@ -12,7 +12,10 @@ from stream_ctx.core.bundle import Bundle
 from stream_ctx.core.codec import encode_bundle
 from stream_ctx.core.config import BundleConfig
 from stream_ctx.core.events import End, Event, Finalize, Retrieval, RetrievedItem
+from stream_ctx.core.memo import Memos
 from stream_ctx.core.processor import ContextProcessor
+from stream_ctx.core.repeats import Planner
+from stream_ctx.core.textindex import TextIndex
 from stream_ctx.core.tokenizer import get_tokenizer
 from stream_ctx.shell.changelog import ChangelogWrites, RestoredPartition
 from tests.factories import HOUR_MS, T0, make_finalize, make_item, make_retrieval, written
@@ -204,6 +207,19 @@ def test_a_newcomer_a_few_places_of_a_line_before_a_text_is_read_by_its_next_pla
     for processor in processors:
         processor.apply(make_retrieval(items=[newcomer]), position=3)
     assert _same_bundles(processors, make_finalize(), 4).count("[§1 ") == 2
+
+
+def test_a_plan_may_read_a_text_it_may_rerun_however_many_places_of_its_lines_between() -> None:
+    # Nine texts hold the reader's lines after the first one: it is among the latest places of
+    # none of them, yet it shares more than half of the reader's characters (a diff base).
+    lines = "".join(f"{word} is a line the reader holds as well\n" for word in _WORDS[:4])
+    texts = [f"{lines}text {n} closes here\n" for n in range(10)] + [f"the reader: {lines}"]
+    index = TextIndex(Memos())
+    order = [indexed.serial for indexed in index.add(texts)]
+    planner = Planner(index, order, Memos())
+    shared = index.texts[order[0]].shared
+    assert planner.may_read(10, {0}, shared)
+    assert not planner.may_read(10, {0}, set())  # not through the lines it shares
 
 
 def test_a_window_renumbered_past_ten_counts_its_numbers_exactly() -> None:
