@@ -137,7 +137,9 @@ class DagContextAssembler:
         entry = self._memos[BASELINE_ENTRIES](
             item.id, item.kind, tuple(item.attributes.items()), tuple(item.tags), item.content
         )
-        naive = sum(self.tokenizer.count_segment(key, text) for key, text in entry)
+        count, naive = self.tokenizer.count_segment, 0
+        for key, segment in entry:
+            naive += count(key, segment)
         return Held(item, text, parts_of(item, self._memos), naive)
 
     def _helds(self, ranked: list[RankedItem]) -> list[Held]:
@@ -160,7 +162,7 @@ class DagContextAssembler:
             selected,
             placed_items,
             plans,
-            placements.dags.build(items, placed.plans, placed.planner.order),
+            StateDag.build(items, plans, memos=self._memos),
             segments,
             "".join(text for text, _ in segments),
             sum(tokens for _, tokens in segments),

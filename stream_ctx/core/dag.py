@@ -20,11 +20,10 @@ from stream_ctx.core.accumulator import ContextItem
 from stream_ctx.core.memo import Memo, Memos
 from stream_ctx.core.plan import Ref, TextPlan
 
-__all__ = ("BLOCK_IDS", "DagBuilder", "SharedAttribute", "StateDag", "block_id")
+__all__ = ("BLOCK_IDS", "SharedAttribute", "StateDag", "block_id")
 
 # 48 bits: collision-free in practice for the few thousand blocks a bundle holds.
 _BLOCK_ID_BYTES = 6
-_NO_MARKS: frozenset[int] = frozenset()
 
 
 def block_id(text: str) -> str:
@@ -61,104 +60,64 @@ class StateDag:
         cls, items: Sequence[ContextItem], plans: Sequence[TextPlan], *, memos: Memos | None = None
     ) -> StateDag:
         """The graph of `items` whose contents are planned as `plans` (plan_texts)."""
-        builder = DagBuilder(memos if memos is not None else Memos())
-        return builder.build(items, plans, range(len(items)))
-
-
-@dataclass(slots=True)
-class _Cuts:
-    """One text's block boundaries (from 0 to its length) and the pieces between them, under
-    what they were made from; its blocks (pieces used once joined) under which pieces were."""
-
-    made_from: tuple[object, ...]
-    bounds: tuple[int, ...]
-    pieces: tuple[str, ...]
-    singles: tuple[bool, ...] = ()
-    blocks: tuple[str, ...] = ()
-    ids: tuple[str, ...] = ()
-
-
-class DagBuilder:
-    """Builds the graphs of one window again and again: a text's cuts are kept while its plan,
-    the cuts later references put in it and its sources' cuts are; its blocks while which of
-    its pieces are used once is."""
-
-    __slots__ = ("_ids", "_kept")
-
-    def __init__(self, memos: Memos) -> None:
-        self._ids = memos[BLOCK_IDS]
-        self._kept: dict[int, _Cuts] = {}
-
-    def build(
-        self, items: Sequence[ContextItem], plans: Sequence[TextPlan], names: Sequence[int]
-    ) -> StateDag:
-        """The graph of `items`, named `names` (as the plans' references name them)."""
-        marks: dict[int, set[int]] = {}
-        for plan in plans:
-            for piece in plan.pieces:
-                if isinstance(piece, Ref):
-                    ends = (piece.start, piece.start + piece.length)
-                    marks.setdefault(piece.source, set()).update(ends)
-        cuts: dict[int, _Cuts] = {}
-        for item, plan, name in zip(items, plans, names, strict=True):
-            sources = tuple(
-                cuts[piece.source].bounds
-                for piece in plan.pieces
-                if not isinstance(piece, str) and piece.source != name
-            )
-            mark = marks.get(name)
-            made_from = (plan, _NO_MARKS if mark is None else frozenset(mark), sources)
-            kept = self._kept.get(name)
-            if kept is None or kept.made_from != made_from:
-                bounds = _bounds(plan, name, sorted(made_from[1]), cuts)
-                content = item.content
-                pieces = tuple(content[a:b] for a, b in pairwise(bounds))
-                kept = _Cuts(made_from, bounds, pieces)
-            cuts[name] = kept
-        piece_uses = Counter(chain.from_iterable(kept.pieces for kept in cuts.values()))
+        ids_of = (memos if memos is not None else Memos())[BLOCK_IDS]
+        contents = [item.content for item in items]
+        pieces = [
+            [content[a:b] for a, b in pairwise(bounds)]
+            for content, bounds in zip(contents, _bounds(contents, plans), strict=True)
+        ]
+        piece_uses = Counter(chain.from_iterable(pieces))
+        singles = {piece for piece, uses in piece_uses.items() if uses == 1}
         blocks: dict[str, str] = {}
         item_blocks: list[list[str]] = []
-        for kept in cuts.values():
-            singles = tuple(piece_uses[piece] == 1 for piece in kept.pieces)
-            if singles != kept.singles or not kept.ids:
-                kept.singles = singles
-                kept.blocks = tuple(_merge_single_use(kept.pieces, singles))
-                kept.ids = tuple(map(self._ids, kept.blocks))
-            blocks.update(zip(kept.ids, kept.blocks, strict=True))  # an id is one text: first kept
-            item_blocks.append(list(kept.ids))
-        self._kept = cuts
+        for item_pieces in pieces:
+            texts = _merge_single_use(item_pieces, singles)
+            ids = list(map(ids_of, texts))
+            blocks.update(zip(ids, texts, strict=True))  # an id is one text: first place kept
+            item_blocks.append(ids)
         uses = Counter(chain.from_iterable(item_blocks))
-        return StateDag(blocks, item_blocks, uses, _shared_attributes(items))
+        return cls(blocks, item_blocks, uses, _shared_attributes(items))
 
 
-def _bounds(plan: TextPlan, name: int, edges: list[int], cuts: dict[int, _Cuts]) -> tuple[int, ...]:
-    """A text's block boundaries, from 0 to its length: literal runs are cut where a later
-    reference starts or ends in them (`edges`), and a reference takes its source's cuts over
-    the copied range."""
-    out = [0]
-    pos = 0
-    for piece in plan.pieces:
-        if isinstance(piece, str):
-            end = pos + len(piece)
-            out += edges[bisect_right(edges, pos) : bisect_left(edges, end)]
-        else:
-            end = pos + piece.length
-            if piece.source != name:  # a copy of this text's own earlier part is one block
-                source, shift = cuts[piece.source].bounds, pos - piece.start
-                inside = source[
-                    bisect_right(source, piece.start) : bisect_left(source, end - shift)
-                ]
-                out += [cut + shift for cut in inside]
-        out.append(end)
-        pos = end
-    return tuple(out)
+def _bounds(contents: list[str], plans: Sequence[TextPlan]) -> list[list[int]]:
+    """Each content's block boundaries, from 0 to its length: literal runs are cut where a later
+    reference starts or ends in them, and a reference takes its source's cuts over the copied
+    range."""
+    marks: list[set[int]] = [set() for _ in contents]
+    for plan in plans:
+        for piece in plan.pieces:
+            if isinstance(piece, Ref):
+                marks[piece.source].update((piece.start, piece.start + piece.length))
+    bounds: list[list[int]] = []
+    for n, plan in enumerate(plans):
+        edges = sorted(marks[n])
+        out = [0]
+        pos = 0
+        for piece in plan.pieces:
+            if isinstance(piece, str):
+                end = pos + len(piece)
+                out += edges[bisect_right(edges, pos) : bisect_left(edges, end)]
+            else:
+                end = pos + piece.length
+                if piece.source != n:  # a copy of this text's own earlier part is one block
+                    source, shift = bounds[piece.source], pos - piece.start
+                    inside = source[
+                        bisect_right(source, piece.start) : bisect_left(source, end - shift)
+                    ]
+                    out += [cut + shift for cut in inside]
+            out.append(end)
+            pos = end
+        bounds.append(out)
+    return bounds
 
 
-def _merge_single_use(pieces: tuple[str, ...], singles: tuple[bool, ...]) -> list[str]:
-    """Join neighbouring pieces that occur nowhere else: one block reads better than two."""
+def _merge_single_use(pieces: list[str], singles: set[str]) -> list[str]:
+    """Join neighbouring pieces that occur nowhere else (`singles`): one block reads better than
+    two."""
     merged: list[str] = []
     is_prev_single = False
-    for piece, is_single in zip(pieces, singles, strict=True):
+    for piece in pieces:
+        is_single = piece in singles
         if is_single and is_prev_single:
             merged[-1] += piece
         else:

@@ -53,14 +53,31 @@ class Template:
 
     def counted(self, numbering: Numbering, tokenizer: Tokenizer) -> list[Counted]:
         """The entry's segments as `numbering` writes them, each with its token count."""
-        texts = self.texts(numbering.written)
-        pairs = zip(texts, self.segments, self._text_tokens(tokenizer), strict=True)
-        return [(text, tokens + numbering.tokens_in(segment)) for text, segment, tokens in pairs]
+        written, numbers = numbering.written, numbering.tokens
+        counted: list[Counted] = []
+        for segment, tokens in zip(self.segments, self._text_tokens(tokenizer), strict=True):
+            if isinstance(segment, str):
+                counted.append((segment, tokens))
+                continue
+            text = ""
+            for part in segment:
+                if isinstance(part, str):
+                    text += part
+                else:
+                    text += written[part]
+                    tokens += numbers[part]
+            counted.append((text, tokens))
+        return counted
 
     def tokens(self, numbering: Numbering, tokenizer: Tokenizer) -> int:
         """The entry's token count as `numbering` writes it."""
-        numbers = sum(numbering.tokens_in(segment) for segment in self.segments)
-        return sum(self._text_tokens(tokenizer)) + numbers
+        numbers = numbering.tokens
+        slots = (
+            part for segment in self.segments if not isinstance(segment, str) for part in segment
+        )
+        return sum(self._text_tokens(tokenizer)) + sum(
+            numbers[part] for part in slots if isinstance(part, int)
+        )
 
     def _text_tokens(self, tokenizer: Tokenizer) -> tuple[int, ...]:
         """Each segment's tokens without its numbers, counted (and cached) text by text."""
@@ -72,18 +89,12 @@ class Template:
 class Numbering:
     """Each slot's number as written, and its token count."""
 
-    __slots__ = ("_tokens", "written")
+    __slots__ = ("tokens", "written")
 
     def __init__(self, numbers: Mapping[int, int], tokenizer: Tokenizer) -> None:
         self.written = {slot: str(number) for slot, number in numbers.items()}
         count = tokenizer.count_segment
-        self._tokens = {slot: count(text, text) for slot, text in self.written.items()}
-
-    def tokens_in(self, segment: str | tuple[Part, ...]) -> int:
-        """The tokens of the numbers in `segment`."""
-        if isinstance(segment, str):
-            return 0
-        return sum(self._tokens[part] for part in segment if isinstance(part, int))
+        self.tokens = {slot: count(text, text) for slot, text in self.written.items()}
 
 
 def lean_template(

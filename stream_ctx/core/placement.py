@@ -14,7 +14,6 @@ from bisect import bisect_left
 from dataclasses import dataclass
 
 from stream_ctx.core.accumulator import ContextItem
-from stream_ctx.core.dag import DagBuilder
 from stream_ctx.core.entry import Numbering, Template, lean_template
 from stream_ctx.core.memo import Memos
 from stream_ctx.core.plan import TextPlan, renamed
@@ -59,14 +58,13 @@ class _Kept:
 
 class Placements:
     """Places held items, keeping what the last placement learned (keep one per kind of
-    placement: a window's and a budget trial's differ), and builds their dedup graphs."""
+    placement: a window's and a budget trial's differ)."""
 
-    __slots__ = ("_index", "_memos", "_plans", "_rank", "_templates", "_widths", "dags")
+    __slots__ = ("_index", "_memos", "_plans", "_rank", "_templates", "_widths")
 
     def __init__(self, index: TextIndex, memos: Memos) -> None:
         self._index = index
         self._memos = memos
-        self.dags = DagBuilder(memos)
         self._rank: dict[int, int] = {}
         self._widths: list[tuple[int, int]] = []
         self._plans: dict[int, _Kept] = {}

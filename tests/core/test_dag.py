@@ -12,9 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from stream_ctx.core.accumulator import ContextItem
-from stream_ctx.core.dag import DagBuilder, SharedAttribute, StateDag, block_id
-from stream_ctx.core.memo import Memos
-from stream_ctx.core.plan import TextPlan
+from stream_ctx.core.dag import SharedAttribute, StateDag, block_id
 from stream_ctx.core.repeats import plan_texts
 from tests.factories import make_context_item, odd_text
 
@@ -385,17 +383,3 @@ def test_dag_build_refuses_parsed_pieces_for_another_number_of_items() -> None:
     items = _items(["first text", "second text"])
     with pytest.raises(ValueError, match="shorter"):
         StateDag.build(items, plan_texts(["first text"]))
-
-
-def test_a_kept_builder_splits_a_block_once_another_text_holds_one_of_its_pieces() -> None:
-    # The first text's cuts are kept (same plan, no references into it); its pieces are joined
-    # into one block while each is used once, and split once the second text holds "two".
-    first, second = (
-        make_context_item(id=i, content=c) for i, c in (("a", "one two"), ("b", "two"))
-    )
-    plans = [TextPlan(["one ", "two"]), TextPlan(["two"])]
-    builder = DagBuilder(Memos())
-    assert builder.build([first], plans[:1], [0]).item_blocks == [[block_id("one two")]]
-    kept = builder.build([first, second], plans, [0, 1])
-    assert kept == StateDag.build([first, second], plans)
-    assert kept.item_blocks[0] == [block_id("one "), block_id("two")]
