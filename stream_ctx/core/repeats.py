@@ -160,8 +160,13 @@ class Planner:
         shared: dict[int, int] = {}
         for unit in units:
             chars = mine.occurrences[unit] * len(unit)
-            for k in {k for s, _ in places[unit] if (k := at.get(s, n)) < n}:
-                shared[k] = shared.get(k, 0) + chars
+            last = -1
+            for serial, _ in places[unit]:  # a text's places of a unit stand together
+                if serial != last:
+                    last = serial
+                    k = at.get(serial, n)
+                    if k < n:
+                        shared[k] = shared.get(k, 0) + chars
         return shared
 
     def _half(self, n: int) -> float:

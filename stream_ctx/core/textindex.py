@@ -68,7 +68,7 @@ class TextIndex:
 
     def __init__(self, memos: Memos) -> None:
         self.texts: dict[int, IndexedText] = {}
-        # A unit's places: (serial, unit index), in no particular order.
+        # A unit's places: (serial, unit index), one text's together, texts in no particular order.
         self.places: dict[str, list[tuple[int, int]]] = {}
         self.equal: dict[str, list[int]] = {}
         self._serials = count()
