@@ -86,6 +86,11 @@ class DagContextAssembler:
         best = self._assemble(chosen, order, self._trials)
         return replace(best, skipped_for_budget=len(ranked) - len(chosen))
 
+    @property
+    def held(self) -> int:
+        """Items the last assembly held (what it keeps grows with them)."""
+        return len(self._held)
+
     def serials(self, items: Sequence[ContextItem]) -> list[int]:
         """The serials that name the texts of held `items` in plans."""
         return [self._held[item.id].text.serial for item in items]

@@ -42,6 +42,11 @@ class Memos:
             table = self._tables[memo.name] = lru_cache(maxsize=memo.limit)(memo.function)
         return cast("Callable[P, R]", table)
 
+    def clear(self) -> None:
+        """Empty every table (their lookup figures start again)."""
+        for table in self._tables.values():
+            table.cache_clear()
+
     def lookups(self, memo: Memo[P, R]) -> tuple[int, int, int]:
         """Hits, misses and entries of `memo`'s table so far (zeros before its first use)."""
         table = self._tables.get(memo.name)

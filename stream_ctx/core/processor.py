@@ -33,13 +33,14 @@ from stream_ctx.core.prefix import pack_context, unpack_context
 from stream_ctx.core.tokenizer import Tokenizer, get_tokenizer
 from stream_ctx.errors import ConversationReleasedError
 
-__all__ = ("LEARNED_CONVERSATIONS", "ContextProcessor", "ItemEvent", "ItemOutcomes")
+__all__ = ("LEARNED_ITEMS", "ContextProcessor", "ItemEvent", "ItemOutcomes")
 
 # How many restored, untouched conversations one idle sweep loads to check them.
 _DORMANT_LOADS_PER_SWEEP = 10_000
-# Conversations whose last finalize's learning is kept for their next: those finalizing now
-# (each keeps about four times its window's content); the others start afresh, as if restored.
-LEARNED_CONVERSATIONS = 1024
+LEARNED_ITEMS = 4096
+"""Held items of the conversations whose last finalize's learning is kept, by default: about 50 MB
+at ~12 KB an item of ~1 KB (its lines indexed, its plan and entry); the conversations that
+finalized least recently start afresh, as if restored."""
 
 
 @dataclass(slots=True)
@@ -86,12 +87,11 @@ class _Conversation:
 @dataclass(slots=True)
 class _Learned:
     """What a conversation's last finalize learned, for its next: its assembler (the window's
-    texts indexed, planned and written), and its sent state and context unpacked, each beside
-    the packed bytes it stands for."""
+    texts indexed, planned and written), and its sent state unpacked beside the packed bytes
+    it stands for."""
 
     assembler: DagContextAssembler
     sent: tuple[bytes, SentState] | None = None
-    context: tuple[bytes, str] | None = None
 
     def sent_state(self, packed: bytes | None) -> SentState | None:
         if packed is None:
@@ -100,12 +100,9 @@ class _Learned:
             self.sent = packed, unpack_sent(packed)
         return self.sent[1]
 
-    def previous_context(self, packed: bytes | None) -> str | None:
-        if packed is None:
-            return None
-        if self.context is None or self.context[0] is not packed:
-            self.context = packed, unpack_context(packed)
-        return self.context[1]
+
+def _items_held(learned: _Learned) -> int:
+    return learned.assembler.held
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,8 +118,8 @@ class _Released:
 
 class ContextProcessor:
     """All conversations of one input (a partition, or a replayed file). It keeps what the last
-    finalize of up to `learned_conversations` conversations learned (0: none), which makes the
-    next one faster and never changes a byte."""
+    finalizes learned, for conversations holding up to `learned_items` items in all (0: none):
+    their next finalize is faster, and no byte changes."""
 
     def __init__(
         self,
@@ -131,13 +128,15 @@ class ContextProcessor:
         tokenizer: Tokenizer | None = None,
         is_tracking_changes: bool = False,
         is_recording_items: bool = False,
-        learned_conversations: int = LEARNED_CONVERSATIONS,
+        learned_items: int = LEARNED_ITEMS,
     ) -> None:
         self.config = config
         self.tokenizer = tokenizer if tokenizer is not None else get_tokenizer(config.tokenizer)
         self.memos = Memos()
         self.conversations: dict[str, _Conversation] = {}
-        self._learned: LRUCache[str, _Learned] = LRUCache(maxsize=learned_conversations)
+        self._learned: LRUCache[str, _Learned] = LRUCache(
+            maxsize=learned_items, getsizeof=_items_held
+        )
         self.stream_time_ms = 0
         self._last_position = -1
         self._released: dict[str, _Released] = {}
@@ -328,23 +327,23 @@ class ContextProcessor:
     def _finalize(self, cid: str, conv: _Conversation, event: Finalize) -> tuple[Bundle, bytes]:
         """The bundle, and its full context packed (kept for the next one's prefix reuse)."""
         conv.window.counters.seq += 1
-        learned = self._learned.get(cid)
+        learned = self._learned.pop(cid, None)
         if learned is None:
             learned = _Learned(DagContextAssembler(self.tokenizer, memos=self.memos))
-            if self._learned.maxsize:
-                self._learned[cid] = learned
+        previous = conv.previous_context
         conversation = Conversation(
             cid,
             conv.window.ranked(now_ms=event.ts),
             conv.window.counters,
             learned.sent_state(conv.sent),
-            learned.previous_context(conv.previous_context),
+            unpack_context(previous) if previous is not None else None,
         )
         done = finalize(conversation, event, config=self.config, assembler=learned.assembler)
         conv.sent = pack_sent(done.sent)
-        packed = pack_context(done.full_context)
-        learned.sent, learned.context = (conv.sent, done.sent), (packed, done.full_context)
-        return done.bundle, packed
+        learned.sent = conv.sent, done.sent
+        if _items_held(learned) <= self._learned.maxsize:  # kept as the most recent, sized anew
+            self._learned[cid] = learned
+        return done.bundle, pack_context(done.full_context)
 
     def _change(self, cid: str, conv: _Conversation) -> ConversationChange | None:
         if not self._is_tracking:

@@ -114,7 +114,7 @@ def test_kept_learning_gives_the_bundles_of_finalizes_from_nothing(
     stream: list[Event | str], max_items: int, order: Any, mode: Any
 ) -> None:
     config = BundleConfig(max_items=max_items, order=order, mode=mode, conversation_ttl_hours=None)
-    afresh = ContextProcessor(config, learned_conversations=0)
+    afresh = ContextProcessor(config, learned_items=0)
     kept = ContextProcessor(config, is_tracking_changes=True)
     changelog = RestoredPartition()
     tokenizer = get_tokenizer()
@@ -143,7 +143,7 @@ def _assert_counted_exactly(bundle: Bundle, count: Any) -> None:
 
 def _twins(config: BundleConfig) -> tuple[ContextProcessor, ContextProcessor]:
     """A processor that keeps its learning, and one that starts every finalize afresh."""
-    return ContextProcessor(config), ContextProcessor(config, learned_conversations=0)
+    return ContextProcessor(config), ContextProcessor(config, learned_items=0)
 
 
 def _same_bundles(processors: tuple[ContextProcessor, ...], event: Event, position: int) -> str:
@@ -226,7 +226,7 @@ def test_a_window_renumbered_past_ten_counts_its_numbers_exactly() -> None:
     # Each finalize puts a newcomer first: every entry, reference and base is renumbered, and
     # entries cross from one digit to two.
     processor = ContextProcessor(BundleConfig(max_items=30))
-    afresh = ContextProcessor(BundleConfig(max_items=30), learned_conversations=0)
+    afresh = ContextProcessor(BundleConfig(max_items=30), learned_items=0)
     document = _DOCUMENTS[0]
     for n in range(14):
         chunk = document[n * 40 : n * 40 + 160]
