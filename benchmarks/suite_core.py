@@ -25,8 +25,8 @@ from stream_ctx import (
     TiktokenTokenizer,
     decode_event,
 )
-from stream_ctx.core.caches import MEMOS
 from stream_ctx.core.events import Event, Finalize, Retrieval
+from stream_ctx.core.processor import LEARNED_ITEMS
 from stream_ctx.core.repeats import plan_texts
 from stream_ctx.core.tokenizer import get_tokenizer
 
@@ -184,21 +184,57 @@ def held_memory(*, conversations: int, seed: int) -> dict[str, Any]:
     """Bytes a ContextProcessor keeps per open conversation (tracemalloc), against its content.
 
     Events are decoded inside the traced region, as the runner decodes records, and dropped;
-    what remains is the processor's. The core's caches are process-wide and bounded, shared by
-    all conversations: the segment-count cache (measured by swapping the processor's own
-    tokenizer for the shared one) and the memo tables (core/caches.py, measured by clearing
-    them); both are reported apart.
+    what remains is the processor's. Caches come apart: the segment-count cache, shared by the
+    process (measured by swapping the processor's own tokenizer for the shared one), the
+    processor's memo tables (measured by clearing them), and what each conversation's last
+    finalize learned (measured as the difference to a processor that keeps none).
     """
     raw = [msgspec.json.encode(e) for e in load.standard(conversations, seed, is_ending=False)]
+    learned = _traced(raw, learned_items=LEARNED_ITEMS)
+    kept = _traced(raw, learned_items=0)
+    processor, count = kept["processor"], kept["conversations"]
+    windows = [conv.window.items.values() for conv in processor.conversations.values()]
+    content = sum(len(item.content.encode()) for items in windows for item in items)
+    per_conv, per_content = kept["held"] / count, content / count
+    entries = kept["token_entries"]
+    return {
+        "conversations": count,
+        "items_per_conversation": sum(len(items) for items in windows) / count,
+        "bytes_per_conversation": per_conv,
+        "content_bytes_per_conversation": per_content,
+        "token_cache_bytes_per_conversation": kept["token_cache"] / count,
+        "token_cache_entries_per_conversation": entries / count,
+        "token_cache_bytes_per_entry": kept["token_cache"] / entries if entries else None,
+        "memo_cache_bytes_per_conversation": kept["memos"] / count,
+        "learned_bytes_per_conversation": (learned["held"] - kept["held"]) / count,
+        "learned_items": LEARNED_ITEMS,
+        "limit_bytes": 1.5 * per_content + 4096,
+        "ratio_to_content": per_conv / per_content,
+        "top_allocation_sites": [
+            {
+                "site": f"{_short(site.traceback[0].filename)}:{site.traceback[0].lineno}",
+                "bytes_per_conversation": site.size / count,
+            }
+            for site in kept["sites"]
+        ],
+    }
+
+
+def _traced(raw: Sequence[bytes], *, learned_items: int) -> dict[str, Any]:
+    """Replay `raw` into a fresh processor under tracemalloc: what it holds, the memo tables'
+    and the token counts' bytes, and the largest allocation sites of what it holds."""
     shared, tokenizer = get_tokenizer(), TiktokenTokenizer()
     tokenizer.count("its encoding loads lazily: before tracing")
-    for memo in MEMOS.values():
-        memo.cache_clear()
     gc.collect()
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
-        processor = ContextProcessor(BundleConfig(), tokenizer=tokenizer, is_tracking_changes=True)
+        processor = ContextProcessor(
+            BundleConfig(),
+            tokenizer=tokenizer,
+            is_tracking_changes=True,
+            learned_items=learned_items,
+        )
         for position, data in enumerate(raw):
             processor.apply(decode_event(data), position=position)
             if position % _TAKE_EVERY == 0:
@@ -211,35 +247,20 @@ def held_memory(*, conversations: int, seed: int) -> dict[str, Any]:
         del tokenizer
         gc.collect()
         with_memos = tracemalloc.get_traced_memory()[0] - before
-        for memo in MEMOS.values():
-            memo.cache_clear()
+        processor.memos.clear()
         gc.collect()
         held = tracemalloc.get_traced_memory()[0] - before
         sites = tracemalloc.take_snapshot().statistics("lineno")[:_SITES]
     finally:
         tracemalloc.stop()
-    windows = [conv.window.items.values() for conv in processor.conversations.values()]
-    content = sum(len(item.content.encode()) for items in windows for item in items)
-    count = len(windows)
-    per_conv, per_content = held / count, content / count
     return {
-        "conversations": count,
-        "items_per_conversation": sum(len(items) for items in windows) / count,
-        "bytes_per_conversation": per_conv,
-        "content_bytes_per_conversation": per_content,
-        "token_cache_bytes_per_conversation": (total - with_memos) / count,
-        "token_cache_entries_per_conversation": entries / count,
-        "token_cache_bytes_per_entry": (total - with_memos) / entries if entries else None,
-        "memo_cache_bytes_per_conversation": (with_memos - held) / count,
-        "limit_bytes": 1.5 * per_content + 4096,
-        "ratio_to_content": per_conv / per_content,
-        "top_allocation_sites": [
-            {
-                "site": f"{_short(site.traceback[0].filename)}:{site.traceback[0].lineno}",
-                "bytes_per_conversation": site.size / count,
-            }
-            for site in sites
-        ],
+        "processor": processor,
+        "conversations": len(processor.conversations),
+        "held": held,
+        "memos": with_memos - held,
+        "token_cache": total - with_memos,
+        "token_entries": entries,
+        "sites": sites,
     }
 
 

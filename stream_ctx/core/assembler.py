@@ -1,16 +1,29 @@
-"""DagContextAssembler: chooses the items that fit a token budget and renders them deduplicated."""
+"""DagContextAssembler: chooses the items that fit a token budget and renders them deduplicated,
+and keeps what it learned for its next assembly of the same window.
+
+What it keeps: the index of the held items' texts (textindex.py), and what the last placement of
+the window and of a budget trial learned (placement.py): each plan with the texts it read, each
+entry with what it depends on, each entry's counts. An assembly indexes only new and changed
+items, plans again only texts whose reads changed, writes again only entries whose plan or
+neighbours changed, and counts only new texts; the rest is filling in numbers. Nothing kept
+changes a byte: a fresh assembler makes the same assembly.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from stream_ctx.core.accumulator import RankedItem
+from stream_ctx.core.accumulator import ContextItem, RankedItem
 from stream_ctx.core.dag import StateDag
+from stream_ctx.core.entry import Numbering, is_sharing, lean_template
 from stream_ctx.core.events import RenderOrder
-from stream_ctx.core.plan import TextPlan
-from stream_ctx.core.render import Segment, is_sharing, render_lean, render_naive
-from stream_ctx.core.repeats import plan_texts
+from stream_ctx.core.memo import Memos
+from stream_ctx.core.placement import Held, Placements
+from stream_ctx.core.plan import TextPlan, renamed
+from stream_ctx.core.render import BASELINE_ENTRIES, parts_of
+from stream_ctx.core.segment import Counted
+from stream_ctx.core.textindex import IndexedText, TextIndex
 from stream_ctx.core.tokenizer import Tokenizer
 
 __all__ = ("Assembly", "DagContextAssembler")
@@ -19,13 +32,14 @@ __all__ = ("Assembly", "DagContextAssembler")
 @dataclass(frozen=True, slots=True)
 class Assembly:
     """Selected items (priority order), their dedup graph in context order, and the context;
-    `plans` is how the context writes each placed item's content (plan_texts)."""
+    `plans` is how the context writes each placed item's content (plan_texts), `segments` the
+    context cut where counts add up, each with its count."""
 
     selected: list[RankedItem]
     placed: list[RankedItem]
     plans: list[TextPlan]
     dag: StateDag
-    segments: list[Segment]
+    segments: list[Counted]
     context: str
     tokens_bundle: int
     tokens_naive: int
@@ -39,10 +53,16 @@ class Assembly:
 
 
 class DagContextAssembler:
-    """Pure and deterministic: the same ranked items and budget give the same context."""
+    """Pure and deterministic: the same ranked items and budget give the same context, whatever
+    this assembler assembled before."""
 
-    def __init__(self, tokenizer: Tokenizer) -> None:
+    def __init__(self, tokenizer: Tokenizer, *, memos: Memos | None = None) -> None:
         self.tokenizer = tokenizer
+        self._memos = memos if memos is not None else Memos()
+        self._index = TextIndex(self._memos)
+        self._held: dict[str, Held] = {}
+        self._window = Placements(self._index, self._memos)
+        self._trials = Placements(self._index, self._memos)
 
     def assemble(
         self, ranked: Sequence[RankedItem], *, max_tokens: int | None, order: RenderOrder
@@ -52,36 +72,118 @@ class DagContextAssembler:
         The budget applies to the context as sent, in `order`: repeats are written out at their
         first place in that order, so a borderline item may fit in one order and not another.
         """
-        everything = self._assemble(list(ranked), order)
+        self._hold(ranked)
+        everything = self._assemble(list(ranked), order, self._window)
         if max_tokens is None or everything.tokens_bundle <= max_tokens:
             return everything
         chosen: list[RankedItem] = []
-        best = self._assemble([], order)
         for candidate in ranked:
-            trial = self._assemble([*chosen, candidate], order)
-            if trial.tokens_bundle <= max_tokens:
-                chosen, best = [*chosen, candidate], trial
+            trial = [*chosen, candidate]
+            placed = self._trials.place(self._helds(_arranged(trial, order)), self.tokenizer)
+            tokens = sum(t.tokens(placed.numbering, self.tokenizer) for t in placed.templates)
+            if tokens <= max_tokens:
+                chosen = trial
+        best = self._assemble(chosen, order, self._trials)
         return replace(best, skipped_for_budget=len(ranked) - len(chosen))
 
-    def _assemble(self, selected: list[RankedItem], order: RenderOrder) -> Assembly:
-        placed = _arranged(selected, order)
-        items = [r.item for r in placed]
-        plans = plan_texts([item.content for item in items])
-        lean = render_lean(items, plans)
+    @property
+    def held(self) -> int:
+        """Items the last assembly held (what it keeps grows with them)."""
+        return len(self._held)
+
+    def serials(self, items: Sequence[ContextItem]) -> list[int]:
+        """The serials that name the texts of held `items` in plans."""
+        return [self._held[item.id].text.serial for item in items]
+
+    def counted(
+        self,
+        items: Sequence[ContextItem],
+        plans: Sequence[TextPlan],
+        numbers: Sequence[int],
+        *,
+        sent: int,
+    ) -> list[Counted]:
+        """The entries of held `items` in this order from the `sent`-th on, each item numbered
+        `numbers`, its content planned as `plans` (naming texts by serial), counted."""
+        helds = [self._held[item.id] for item in items]
+        parts = [held.parts for held in helds]
+        slots = [held.text.serial for held in helds]
+        numbering = Numbering(dict(zip(slots, numbers, strict=True)), self.tokenizer)
+        counted: list[Counted] = []
+        for n in range(sent, len(helds)):
+            template = lean_template(items, parts, n, slots, plans[n], self._memos)
+            counted += template.counted(numbering, self.tokenizer)
+        return counted
+
+    def _hold(self, ranked: Sequence[RankedItem]) -> None:
+        """Bring the held items up to `ranked`: gone ones dropped, changed ones written anew,
+        new texts indexed."""
+        if len(self._held) > len(ranked):
+            for gone in self._held.keys() - {r.item.id for r in ranked}:
+                self._index.remove(self._held.pop(gone).text.serial)
+        unindexed: list[ContextItem] = []
+        for r in ranked:
+            item, held = r.item, self._held.get(r.item.id)
+            if held is None or held.item is item:
+                if held is None:
+                    unindexed.append(item)
+            elif _writes_alike(held.item, item):
+                held.item = item  # a merge that changed only what is not written
+            elif held.text.text == item.content:
+                self._held[item.id] = self._held_of(item, held.text)
+            else:
+                self._index.remove(self._held.pop(item.id).text.serial)
+                unindexed.append(item)
+        texts = self._index.add([item.content for item in unindexed])
+        for item, text in zip(unindexed, texts, strict=True):
+            self._held[item.id] = self._held_of(item, text)
+
+    def _held_of(self, item: ContextItem, text: IndexedText) -> Held:
+        entry = self._memos[BASELINE_ENTRIES](
+            item.id, item.kind, tuple(item.attributes.items()), tuple(item.tags), item.content
+        )
+        count, naive = self.tokenizer.count_segment, 0
+        for key, segment in entry:
+            naive += count(key, segment)
+        return Held(item, text, parts_of(item, self._memos), naive)
+
+    def _helds(self, ranked: list[RankedItem]) -> list[Held]:
+        return [self._held[r.item.id] for r in ranked]
+
+    def _assemble(
+        self, selected: list[RankedItem], order: RenderOrder, placements: Placements
+    ) -> Assembly:
+        placed_items = _arranged(selected, order)
+        placed = placements.place(self._helds(placed_items), self.tokenizer)
+        segments = [
+            c for t in placed.templates for c in t.counted(placed.numbering, self.tokenizer)
+        ]
+        plans = [renamed(plan, placed.planner.at) for plan in placed.plans]
+        items = [r.item for r in placed_items]
+        count = self.tokenizer.count_segment
+        leads = (f"[{n}]" for n in range(1, len(items) + 1))
+        naive = sum(held.naive for held in placed.helds) + sum(count(lead, lead) for lead in leads)
         return Assembly(
             selected,
-            placed,
+            placed_items,
             plans,
-            StateDag.build(items, plans),
-            lean,
-            "".join(text for _, text in lean),
-            self._count(lean),
-            self._count(render_naive(items)),
-            is_sharing(items, plans),
+            StateDag.build(items, plans, memos=self._memos),
+            segments,
+            "".join(text for text, _ in segments),
+            sum(tokens for _, tokens in segments),
+            naive,
+            is_sharing(placed.templates, plans),
         )
 
-    def _count(self, segments: list[Segment]) -> int:
-        return sum(self.tokenizer.count_segment(key, text) for key, text in segments)
+
+def _writes_alike(held: ContextItem, item: ContextItem) -> bool:
+    """Whether two versions of an item write the same entry (salience and times aside)."""
+    return (
+        held.content == item.content
+        and held.kind == item.kind
+        and held.attributes == item.attributes
+        and held.tags == item.tags
+    )
 
 
 def _arranged(ranked: list[RankedItem], order: RenderOrder) -> list[RankedItem]:

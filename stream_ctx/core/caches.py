@@ -1,14 +1,26 @@
-"""The core's process-wide caches, as hit and size figures for the metrics.
+"""The core's caches, as hit and size figures for the metrics.
 
-Every cache is bounded and shared by all conversations of a process: a chunk many conversations
-retrieve is counted, cut and headed once while it stays cached.
+Each tokenizer's segment-count cache is shared by every bundle of a process: a chunk many
+conversations retrieve is counted once while it stays cached. The memo tables belong to each
+processor (core/memo.py); their figures are summed over the processors given.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from stream_ctx.core import dag, render
+from stream_ctx.core.dag import BLOCK_IDS
+from stream_ctx.core.memo import Memo, Memos
+from stream_ctx.core.quotes import QUOTES
+from stream_ctx.core.render import (
+    ATTRIBUTE_DIFFERENCES,
+    BASELINE_ENTRIES,
+    HEADER_PARTS,
+    TAG_DIFFERENCES,
+)
+from stream_ctx.core.rerun import RERUNS
+from stream_ctx.core.textindex import UNITS
 from stream_ctx.core.tokenizer import shared_tokenizers
 
 __all__ = ("MEMOS", "CacheFigures", "cache_figures")
@@ -16,7 +28,7 @@ __all__ = ("MEMOS", "CacheFigures", "cache_figures")
 
 @dataclass(frozen=True, slots=True)
 class CacheFigures:
-    """One cache's lookups that hit and missed since the process started, and its size."""
+    """One cache's lookups that hit and missed since it was made, and its size and bound."""
 
     name: str
     hits: int
@@ -25,18 +37,22 @@ class CacheFigures:
     limit: int
 
 
-MEMOS = {
-    "block_ids": dag.block_id,
-    "baseline_entries": render.naive_entry,
-    "header_parts": render.header_parts,
-    "header_attribute_differences": render.attribute_difference,
-    "header_tag_differences": render.tag_difference,
-}
-"""The core's memo tables (functools.lru_cache), by the name the metrics give them."""
+MEMOS: tuple[Memo[..., object], ...] = (
+    BLOCK_IDS,
+    BASELINE_ENTRIES,
+    HEADER_PARTS,
+    ATTRIBUTE_DIFFERENCES,
+    TAG_DIFFERENCES,
+    UNITS,
+    QUOTES,
+    RERUNS,
+)
+"""The core's memo tables, each named as the metrics name it."""
 
 
-def cache_figures() -> list[CacheFigures]:
-    """Figures of the segment-count cache of each tokenizer in use, and of the memo tables."""
+def cache_figures(memos: Iterable[Memos] = ()) -> list[CacheFigures]:
+    """Figures of the segment-count cache of each tokenizer in use, and of the memo tables of
+    `memos` (each table summed over them)."""
     figures = [
         CacheFigures(
             f"token_counts_{name}",
@@ -47,7 +63,15 @@ def cache_figures() -> list[CacheFigures]:
         )
         for name, tokenizer in sorted(shared_tokenizers().items())
     ]
-    for name, memo in MEMOS.items():
-        info = memo.cache_info()
-        figures.append(CacheFigures(name, info.hits, info.misses, info.currsize, info.maxsize or 0))
+    owners = list(memos)
+    for memo in MEMOS:
+        hits = misses = entries = 0
+        for owner in owners:
+            owner_hits, owner_misses, owner_entries = owner.lookups(memo)
+            hits, misses, entries = (
+                hits + owner_hits,
+                misses + owner_misses,
+                entries + owner_entries,
+            )
+        figures.append(CacheFigures(memo.name, hits, misses, entries, memo.limit * len(owners)))
     return figures

@@ -12,25 +12,28 @@ from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from itertools import chain, pairwise
 
 import msgspec
 
 from stream_ctx.core.accumulator import ContextItem
+from stream_ctx.core.memo import Memo, Memos
 from stream_ctx.core.plan import Ref, TextPlan
 
-__all__ = ("SharedAttribute", "StateDag", "block_id")
+__all__ = ("BLOCK_IDS", "SharedAttribute", "StateDag", "block_id")
 
 # 48 bits: collision-free in practice for the few thousand blocks a bundle holds.
 _BLOCK_ID_BYTES = 6
 
 
-@lru_cache(maxsize=1 << 16)
 def block_id(text: str) -> str:
     """Content address of a block: same text, same id, in every bundle."""
     digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=_BLOCK_ID_BYTES)
     return "b" + digest.hexdigest()
+
+
+BLOCK_IDS = Memo("block_ids", block_id, 1 << 16)
+"""block_id memoized: a held item's blocks are hashed once while they stay cached."""
 
 
 class SharedAttribute(msgspec.Struct, frozen=True, kw_only=True):
@@ -53,8 +56,11 @@ class StateDag:
     shared: list[SharedAttribute]
 
     @classmethod
-    def build(cls, items: Sequence[ContextItem], plans: Sequence[TextPlan]) -> StateDag:
+    def build(
+        cls, items: Sequence[ContextItem], plans: Sequence[TextPlan], *, memos: Memos | None = None
+    ) -> StateDag:
         """The graph of `items` whose contents are planned as `plans` (plan_texts)."""
+        ids_of = (memos if memos is not None else Memos())[BLOCK_IDS]
         contents = [item.content for item in items]
         pieces = [
             [content[a:b] for a, b in pairwise(bounds)]
@@ -66,7 +72,7 @@ class StateDag:
         item_blocks: list[list[str]] = []
         for item_pieces in pieces:
             texts = _merge_single_use(item_pieces, singles)
-            ids = list(map(block_id, texts))
+            ids = list(map(ids_of, texts))
             blocks.update(zip(ids, texts, strict=True))  # an id is one text: first place kept
             item_blocks.append(ids)
         uses = Counter(chain.from_iterable(item_blocks))

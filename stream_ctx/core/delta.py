@@ -14,17 +14,16 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from itertools import groupby
 
 import msgspec
 
 from stream_ctx.core.accumulator import ContextItem
-from stream_ctx.core.assembler import Assembly
-from stream_ctx.core.plan import Ref, TextPlan
+from stream_ctx.core.assembler import Assembly, DagContextAssembler
+from stream_ctx.core.plan import TextPlan, renamed
 from stream_ctx.core.reader import ContextSyntaxError, ReadItem, read_context
-from stream_ctx.core.render import Segment, render_lean
-from stream_ctx.core.tokenizer import Tokenizer
+from stream_ctx.core.segment import Counted
 
 __all__ = (
     "DROPPED_LEAD",
@@ -107,10 +106,11 @@ def digest(item: ContextItem) -> bytes:
 
 
 def plan_delta(
-    assembly: Assembly, previous: SentState, *, seq: int, tokenizer: Tokenizer
+    assembly: Assembly, previous: SentState, *, seq: int, assembler: DagContextAssembler
 ) -> Delta | None:
-    """The delta of `assembly` against the last bundle, or None when nothing of that bundle still
-    applies or the delta would cost no fewer tokens than the full context."""
+    """The delta of `assembly` (made by `assembler`) against the last bundle, or None when
+    nothing of that bundle still applies or the delta would cost no fewer tokens than the full
+    context."""
     placed = [r.item for r in assembly.placed]
     held = {entry.id: entry for entry in previous.entries}
     digests = _digests(placed, held)
@@ -126,18 +126,19 @@ def plan_delta(
     is_kept = set(kept)
     new = [n for n in range(len(placed)) if n not in is_kept]
     order = kept + new
-    at = {n: position for position, n in enumerate(order)}
     numbers = [entry.number for entry in kept_entries]
     numbers += range(previous.next_number, previous.next_number + len(new))
     # The full context's repeats: a new item placed there before a kept one it shares text with
     # writes that text out (planning again in the delta's order could change a sent entry).
+    serials = assembler.serials(placed)
     plans: list[TextPlan] = [TextPlan([]) for _ in kept]
-    plans += [_renumbered(assembly.plans[n], at) for n in new]
+    plans += [renamed(assembly.plans[n], serials) for n in new]
     kept_ids = {entry.id for entry in kept_entries}
     dropped = [entry.number for entry in previous.entries if entry.id not in kept_ids]
-    segments: list[Segment] = [(line, line) for line in _lines(kept_entries, dropped)]
-    segments += render_lean([placed[n] for n in order], plans, sent=len(kept), numbers=numbers)
-    tokens = sum(tokenizer.count_segment(key, text) for key, text in segments)
+    count = assembler.tokenizer.count_segment
+    segments: list[Counted] = [(line, count(line, line)) for line in _lines(kept_entries, dropped)]
+    segments += assembler.counted([placed[n] for n in order], plans, numbers, sent=len(kept))
+    tokens = sum(tokens for _, tokens in segments)
     if tokens >= assembly.tokens_bundle:
         return None
     fresh = [
@@ -146,7 +147,7 @@ def plan_delta(
     ]
     return Delta(
         previous.seq,
-        "".join(text for _, text in segments),
+        "".join(text for text, _ in segments),
         tokens,
         frozenset(placed[n].id for n in new),
         kept_entries + fresh,
@@ -201,16 +202,6 @@ def _digests(items: Sequence[ContextItem], held: dict[str, SentEntry]) -> list[b
         is_sent = entry is not None and entry.revision == item.revision
         found.append(entry.digest if entry is not None and is_sent else digest(item))
     return found
-
-
-def _renumbered(plan: TextPlan, at: dict[int, int]) -> TextPlan:
-    """A plan whose references name items by their place in the delta's item order."""
-    pieces = [
-        replace(piece, source=at[piece.source]) if isinstance(piece, Ref) else piece
-        for piece in plan.pieces
-    ]
-    diff_of = at[plan.diff_of] if plan.diff_of is not None else None
-    return TextPlan(pieces, diff_of, plan.hunks)
 
 
 def _lines(kept: list[SentEntry], dropped: list[int]) -> list[str]:

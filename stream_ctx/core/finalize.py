@@ -31,28 +31,31 @@ class Finalized:
 class Conversation:
     """What a finalize reads of its conversation: the window ranked at the finalize's time, its
     counters (`seq` already counts this bundle), the history's state after the last bundle, and
-    the last full context, packed."""
+    the last full context."""
 
     conversation_id: str
     ranked: list[RankedItem]
     counters: WindowCounters
     sent: SentState | None
-    previous_context: bytes | None
+    previous_context: str | None
 
 
 def finalize(
-    conversation: Conversation, event: Finalize, *, config: BundleConfig, tokenizer: Tokenizer
+    conversation: Conversation,
+    event: Finalize,
+    *,
+    config: BundleConfig,
+    assembler: DagContextAssembler,
 ) -> Finalized:
-    """The bundle `event` asks for; pure and deterministic."""
+    """The bundle `event` asks for; pure and deterministic, whatever `assembler` (the
+    conversation's own, or a fresh one) assembled before."""
     budget = event.max_tokens if event.max_tokens is not None else config.max_tokens
     order = event.order or config.order
-    assembly = DagContextAssembler(tokenizer).assemble(
-        conversation.ranked, max_tokens=budget, order=order
-    )
+    assembly = assembler.assemble(conversation.ranked, max_tokens=budget, order=order)
     seq, previous = conversation.counters.seq, conversation.sent
     delta = None
     if (event.mode or config.mode) == "delta" and previous is not None and event.history is None:
-        delta = plan_delta(assembly, previous, seq=seq, tokenizer=tokenizer)
+        delta = plan_delta(assembly, previous, seq=seq, assembler=assembler)
     sent = sent_after(assembly, previous, seq=seq, delta=delta)
     cid = conversation.conversation_id
     bundle = Bundle(
@@ -70,7 +73,9 @@ def finalize(
         blocks=_blocks(assembly, delta),
         shared=assembly.dag.shared,
         context=assembly.context if delta is None else delta.context,
-        stats=_stats(conversation, assembly, delta, sent, config=config, tokenizer=tokenizer),
+        stats=_stats(
+            conversation, assembly, delta, sent, config=config, tokenizer=assembler.tokenizer
+        ),
         context_order=None if delta is None else _context_order(assembly),
     )
     return Finalized(bundle, sent, assembly.context)

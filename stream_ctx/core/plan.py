@@ -4,10 +4,10 @@ delta bundles read them."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ("DIFF_LEAD", "Piece", "Ref", "TextPlan", "resolve")
+__all__ = ("DIFF_LEAD", "Piece", "Ref", "TextPlan", "renamed", "resolve")
 
 DIFF_LEAD = "[§{} with changes:]\n"
 
@@ -48,3 +48,17 @@ def resolve(pieces: Sequence[Piece], earlier: Sequence[str]) -> str:
             source = earlier[piece.source] if piece.source < len(earlier) else text
             text += source[piece.start : piece.start + piece.length]
     return text
+
+
+def renamed(plan: TextPlan, names: Mapping[int, int] | Sequence[int]) -> TextPlan:
+    """The plan with each text it names (references, a diff's base) named `names[k]` instead of
+    k: by place in another order, or by serial."""
+    if plan.diff_of is None and not any(isinstance(piece, Ref) for piece in plan.pieces):
+        return plan
+    pieces = [
+        Ref(names[piece.source], piece.start, piece.length, piece.head, piece.tail)
+        if isinstance(piece, Ref)
+        else piece
+        for piece in plan.pieces
+    ]
+    return TextPlan(pieces, None if plan.diff_of is None else names[plan.diff_of], plan.hunks)

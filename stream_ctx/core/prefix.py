@@ -1,9 +1,9 @@
 """Prefix reuse: how many leading tokens of a context equal the start of the previous one.
 
 LLM prompt caches bill a byte-identical prefix at a fraction of the price. The previous context
-is kept compressed in the conversation state; the count walks this context's segments (their
-token counts are cached) up to the first differing character, and tokenizes only the stretch
-around that character in both texts, between joints where the pre-tokenizer always splits.
+is kept compressed in the conversation state; the count walks this context's segments (each
+with its count) up to the first differing character, and tokenizes only the stretch around that
+character in both texts, between joints where the pre-tokenizer always splits.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Sequence
 
-from stream_ctx.core.render import Segment
+from stream_ctx.core.segment import Counted
 from stream_ctx.core.textmatch import common_run
 from stream_ctx.core.tokenizer import FORCED_JOINT, Tokenizer
 
@@ -31,19 +31,19 @@ def unpack_context(packed: bytes) -> str:
 
 
 def tokens_prefix_reused(
-    previous: bytes | None, context: str, segments: Sequence[Segment], tokenizer: Tokenizer
+    before: str | None, context: str, segments: Sequence[Counted], tokenizer: Tokenizer
 ) -> int:
-    """Leading tokens of `context` identical to the start of the previous context (0 if none)."""
-    if previous is None:
+    """Leading tokens of `context` identical to the start of the previous context, `before`
+    (0 if none)."""
+    if before is None:
         return 0
-    before = unpack_context(previous)
     same = common_run(before, 0, context, 0)
     start = counted = 0
-    for key, text in segments:
+    for text, tokens in segments:
         end = start + len(text)
         if end >= same:
             break  # this segment holds the first difference (or the end of one context)
-        counted += tokenizer.count_segment(key, text)
+        counted += tokens
         start = end
     # `start` is a joint of this context that lies before the first difference, so it is a joint
     # of the previous context too; tokenize both only up to their next forced joint after it.

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from functools import lru_cache
 
-__all__ = ("choose_quotes", "find_passage", "rough_tokens", "unit_ends")
+from stream_ctx.core.memo import Memo
+
+__all__ = ("QUOTES", "choose_quotes", "find_passage", "rough_tokens", "unit_ends")
 
 # A unit ends after a newline, or after a sentence's last mark (and any closing quote or
 # bracket) and the blanks after it, where more text follows on the same line.
@@ -53,7 +54,6 @@ def find_passage(source: str, head: str, tail: str) -> str | None:
     return source[start : end + len(tail)] if end >= 0 else None
 
 
-@lru_cache(maxsize=1 << 14)
 def choose_quotes(source: str, passage: str) -> tuple[str, str, int] | None:
     """The fewest first and last words of `passage` whose search in `source` finds it, and where
     it is found; None when the passage starts or ends with a blank, or no quotes within its
@@ -73,6 +73,10 @@ def choose_quotes(source: str, passage: str) -> tuple[str, str, int] | None:
                 return None  # inside a word there, where every longer head finds it too
             return _tail_for(source, passage, start, head, last_line)
     return None
+
+
+QUOTES = Memo("passage_quotes", choose_quotes, 1 << 14)
+"""choose_quotes memoized: a window's passages meet again at every finalize of a new item."""
 
 
 def _tail_for(

@@ -13,7 +13,7 @@ import msgspec
 from stream_ctx.core.accumulator import ContextItem, RankedItem
 from stream_ctx.core.assembler import DagContextAssembler
 from stream_ctx.core.bundle import Bundle, BundleItem
-from stream_ctx.core.prefix import pack_context, tokens_prefix_reused
+from stream_ctx.core.prefix import tokens_prefix_reused
 from stream_ctx.core.tokenizer import get_tokenizer
 from stream_ctx.errors import StreamCtxError
 
@@ -65,9 +65,7 @@ def rebuild_full(bundle: Bundle, base: Bundle) -> Bundle:
             f"the full context of {bundle.bundle_id!r} rebuilds to {assembly.tokens_bundle}"
             f" tokens, but its `stats.tokens_full` is {stats.tokens_full}"
         )
-    reused = tokens_prefix_reused(
-        pack_context(base.context), assembly.context, assembly.segments, tokenizer
-    )
+    reused = tokens_prefix_reused(base.context, assembly.context, assembly.segments, tokenizer)
     sent = stats.conversation_tokens_sent - stats.tokens_bundle + stats.tokens_full
     return msgspec.structs.replace(
         bundle,

@@ -11,11 +11,11 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from functools import lru_cache
 
+from stream_ctx.core.memo import Memo
 from stream_ctx.errors import StreamCtxError
 
-__all__ = ("HUNK_LEAD", "HunkError", "Rerun", "apply_hunks", "rerun")
+__all__ = ("HUNK_LEAD", "RERUNS", "HunkError", "Rerun", "apply_hunks", "rerun")
 
 HUNK_LEAD = "@@"
 # Unchanged lines around each change, tried in turn until every hunk is found where it belongs.
@@ -35,11 +35,9 @@ class Rerun:
     kept: tuple[tuple[int, int, int], ...]
 
 
-@lru_cache(maxsize=1 << 10)
 def rerun(old: str, new: str) -> Rerun | None:
     """`new` as hunks against `old` (lines joined by newlines), or None when no hunks with up
-    to three unchanged lines around each change apply back to `new`. A window's reruns meet
-    again at every finalize of their conversation, hence the memo."""
+    to three unchanged lines around each change apply back to `new`."""
     before, after = old.split("\n"), new.split("\n")
     matcher = difflib.SequenceMatcher(None, before, after, autojunk=False)
     for context in _CONTEXTS:
@@ -50,6 +48,10 @@ def rerun(old: str, new: str) -> Rerun | None:
         except HunkError:
             continue
     return None
+
+
+RERUNS = Memo("reruns", rerun, 1 << 10)
+"""rerun memoized: a window's reruns meet again whenever a text near them is planned anew."""
 
 
 def _hunk_lines(

@@ -11,12 +11,14 @@ from stream_ctx.core.tokenizer import BpeTokenizer, get_tokenizer
 from tests.factories import make_finalize, make_item, make_retrieval
 
 
-def _by_name() -> dict[str, CacheFigures]:
-    return {figures.name: figures for figures in cache_figures()}
+def _by_name(*processors: ContextProcessor) -> dict[str, CacheFigures]:
+    found = cache_figures(processor.memos for processor in processors)
+    return {figures.name: figures for figures in found}
 
 
-def _bundle(conversation: str, content: str, attributes: dict[str, str]) -> None:
-    processor = ContextProcessor(BundleConfig(min_salience_threshold=0.0))
+def _bundle(
+    processor: ContextProcessor, conversation: str, content: str, attributes: dict[str, str]
+) -> None:
     # Two items, so the second's header is priced against the first's.
     items = [
         make_item(id="doc:1", content=content, attributes=attributes),
@@ -28,24 +30,38 @@ def _bundle(conversation: str, content: str, attributes: dict[str, str]) -> None
 
 def test_figures_name_every_memo_and_the_tokenizers_in_use() -> None:
     get_tokenizer("cl100k_base")
-    figures = _by_name()
-    assert {*MEMOS, "token_counts_cl100k_base"} <= set(figures)
+    processors = [ContextProcessor(BundleConfig()) for _ in range(2)]
+    figures = _by_name(*processors)
+    assert {memo.name for memo in MEMOS} | {"token_counts_cl100k_base"} == set(figures)
     tokenizer = get_tokenizer("cl100k_base")
     counts = figures["token_counts_cl100k_base"]
     assert counts.limit == tokenizer.cache_limit == 1 << 17
     assert counts.entries == tokenizer.cached
-    assert figures["block_ids"].limit == 1 << 16
+    assert figures["block_ids"].limit == 2 << 16  # each processor's table, summed
+    assert (figures["block_ids"].hits, figures["block_ids"].entries) == (0, 0)
+
+
+def test_two_processors_never_share_a_memo_table() -> None:
+    content, attributes = f"A passage of its own: {uuid.uuid4().hex}.", {"origin": "x"}
+    first, second = (ContextProcessor(BundleConfig(min_salience_threshold=0.0)) for _ in "ab")
+    _bundle(first, "c-one", content, attributes)
+    before = _by_name(second)
+    _bundle(second, "c-one", content, attributes)
+    after = _by_name(second)
+    assert after["block_ids"].misses > before["block_ids"].misses == 0
+    assert after["block_ids"].entries == _by_name(first)["block_ids"].entries
 
 
 def test_a_second_bundle_of_the_same_text_hits_where_the_first_missed() -> None:
     # Fresh in every run, also in a process forked from one that ran this test (mutmut's).
     fresh = uuid.uuid4().hex
     content, attributes = f"A passage no other test writes: {fresh}.", {"origin": fresh}
-    before = _by_name()
-    _bundle("c-one", content, attributes)
-    first = _by_name()
-    _bundle("c-two", content, attributes)
-    second = _by_name()
+    processor = ContextProcessor(BundleConfig(min_salience_threshold=0.0))
+    before = _by_name(processor)
+    _bundle(processor, "c-one", content, attributes)
+    first = _by_name(processor)
+    _bundle(processor, "c-two", content, attributes)
+    second = _by_name(processor)
     name = "token_counts_cl100k_base"
     assert first[name].misses > before[name].misses
     assert second[name].misses == first[name].misses
@@ -53,8 +69,10 @@ def test_a_second_bundle_of_the_same_text_hits_where_the_first_missed() -> None:
         first[name].misses - before[name].misses
     )
     assert second[name].entries == first[name].entries > before[name].entries
-    # The parts of a difference are looked up only when the whole difference is not memoized.
-    for memo in MEMOS.keys() - {"header_attribute_differences", "header_tag_differences"}:
+    # The parts of a difference are looked up only when the whole difference is not memoized;
+    # these texts share nothing, so no passage is quoted and no rerun written.
+    unused = {"header_attribute_differences", "header_tag_differences", "passage_quotes", "reruns"}
+    for memo in {memo.name for memo in MEMOS} - unused:
         assert first[memo].misses > before[memo].misses, memo
         assert 0 < first[memo].entries == second[memo].entries <= first[memo].limit, memo
         assert second[memo].hits > first[memo].hits, memo
@@ -81,7 +99,7 @@ def test_items_of_other_id_stems_with_the_same_metadata_share_header_parts() -> 
         ]
         processor.apply(make_retrieval(conversation_id=stem, items=items), position=2 * position)
         processor.apply(make_finalize(conversation_id=stem), position=2 * position + 1)
-        figures.append(_by_name())
+        figures.append(_by_name(processor))
     first, second = figures
     for memo in ("header_parts", "header_attribute_differences", "header_tag_differences"):
         assert second[memo].misses == first[memo].misses, memo
@@ -92,7 +110,7 @@ def test_a_difference_of_new_metadata_reuses_the_attribute_difference_it_shares(
     fresh = uuid.uuid4().hex
     first_attributes, second_attributes = {"origin": fresh}, {"origin": fresh, "lang": "en"}
     processor = ContextProcessor(BundleConfig(min_salience_threshold=0.0))
-    figures = [_by_name()]
+    figures = [_by_name(processor)]
     # Tags as fresh as the attributes, so no difference is cached before (mutmut forks a mutant
     # from a process that has run this test).
     pairs = (([f"a-{fresh}"], [f"b-{fresh}"]), ([f"c-{fresh}"], [f"d-{fresh}"]))
@@ -106,7 +124,7 @@ def test_a_difference_of_new_metadata_reuses_the_attribute_difference_it_shares(
         cid = f"c-{position}"
         processor.apply(make_retrieval(conversation_id=cid, items=items), position=2 * position)
         processor.apply(make_finalize(conversation_id=cid), position=2 * position + 1)
-        figures.append(_by_name())
+        figures.append(_by_name(processor))
     before, first, second = figures
     tag_cache = "header_tag_differences"
     assert first[tag_cache].misses > before[tag_cache].misses

@@ -119,9 +119,8 @@ def test_a_kept_context_with_a_lone_surrogate_unpacks_to_the_same_text() -> None
 def test_prefix_reuse_counts_exactly_the_tokens_both_texts_start_with(
     before: str, segments: list[str], reused: int
 ) -> None:
-    # A counter of its own: every segment is counted from its text here.
     tokenizer = BpeTokenizer()
     context = "".join(segments)
     assert common_run(tokenizer.encode(before), 0, tokenizer.encode(context), 0) == reused
-    keyed = [(text, text) for text in segments]
-    assert tokens_prefix_reused(pack_context(before), context, keyed, tokenizer) == reused
+    counted = [(text, tokenizer.count(text)) for text in segments]
+    assert tokens_prefix_reused(before, context, counted, tokenizer) == reused

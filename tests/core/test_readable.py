@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from stream_ctx.core.accumulator import ContextItem, RankedItem
 from stream_ctx.core.assembler import DagContextAssembler
+from stream_ctx.core.entry import render_lean
 from stream_ctx.core.reader import read_context
-from stream_ctx.core.render import render_lean
 from stream_ctx.core.repeats import plan_texts
 from stream_ctx.core.tokenizer import get_tokenizer
 from tests.factories import make_context_item

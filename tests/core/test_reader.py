@@ -10,8 +10,8 @@ import re
 
 import pytest
 
+from stream_ctx.core.entry import render_lean
 from stream_ctx.core.reader import ContextSyntaxError, read_context
-from stream_ctx.core.render import render_lean
 from stream_ctx.core.repeats import plan_texts
 from tests.factories import make_context_item
 

@@ -14,11 +14,12 @@ from hypothesis import strategies as st
 
 from stream_ctx.core.accumulator import ContextItem
 from stream_ctx.core.config import BundleConfig
+from stream_ctx.core.entry import render_lean
 from stream_ctx.core.events import RenderOrder, RetrievedItem
 from stream_ctx.core.plan import Ref, TextPlan
 from stream_ctx.core.processor import ContextProcessor
 from stream_ctx.core.reader import ReadItem, read_context, read_references
-from stream_ctx.core.render import READING_GUIDE, atom, render_lean, render_naive
+from stream_ctx.core.render import READING_GUIDE, atom, render_naive
 from stream_ctx.core.repeats import plan_texts
 from stream_ctx.core.scoring import rank_key
 from stream_ctx.core.tokenizer import get_tokenizer
@@ -492,8 +493,8 @@ def test_every_bundle_of_a_long_conversation_counts_its_context_exactly(
 
 def test_new_metadata_is_written_in_full_then_as_changes_to_a_base_item() -> None:
     # Fresh in every run, also in a process forked from one that ran this test (mutmut's):
-    # header parts and their differences are memoized process-wide, so only metadata never seen
-    # is rendered anew.
+    # header parts and their differences are memoized, so only metadata never seen is rendered
+    # anew.
     fresh = uuid.uuid4().hex[:12]
     source = f"doc-{fresh}"
     common = {"source": source, "team": "platform services", "region": "europe-west"}
@@ -539,7 +540,7 @@ def _lean_context(items: list[RetrievedItem]) -> str:
 
 def test_a_header_names_a_base_only_when_that_costs_fewer_tokens_than_writing_it_out() -> None:
     # A tag fresh in every run (letters only, so it is priced as one word): the header parts and
-    # their differences are memoized process-wide, and a warm memo would price them unchanged.
+    # their differences are memoized, and a warm memo would price them unchanged.
     fresh = uuid.uuid4().hex.translate(str.maketrans("0123456789", "ghijklmnop"))
 
     def two(dropped: str, tags: list[str]) -> list[RetrievedItem]:

@@ -5,10 +5,10 @@ That every planned context reads back is test_render.py's and test_readable.py's
 
 from __future__ import annotations
 
+from stream_ctx.core.entry import render_lean
 from stream_ctx.core.plan import Ref, TextPlan, resolve
 from stream_ctx.core.quotes import choose_quotes, find_passage
 from stream_ctx.core.reader import read_context
-from stream_ctx.core.render import render_lean
 from stream_ctx.core.repeats import _MIN_PASSAGE_CHARS, plan_texts
 from tests.factories import make_context_item
 

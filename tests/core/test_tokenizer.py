@@ -18,8 +18,9 @@ from hypothesis import strategies as st
 
 from stream_ctx.core import tokenizer as tokenizer_module
 from stream_ctx.core.config import BundleConfig
+from stream_ctx.core.entry import render_lean
 from stream_ctx.core.processor import ContextProcessor
-from stream_ctx.core.render import render_lean, render_naive
+from stream_ctx.core.render import render_naive
 from stream_ctx.core.repeats import plan_texts
 from stream_ctx.core.tokenizer import (
     O200K_PATTERN,
@@ -267,8 +268,8 @@ def test_o200k_counts_known_values() -> None:
 def test_cut_after_the_last_letter_keeps_a_combining_mark_with_it() -> None:
     # o200k_base joins a combining mark to the letters before it, so no cut goes between them:
     # "कका\n" (its last character a vowel sign, category Mc) counts 3, but 2 + 2 cut after "कक".
-    # A fresh id in every run: baseline entries are memoized process-wide, and a warm process
-    # (mutmut's) would hand back the entry made before, never cutting it again.
+    # A fresh id in every run: baseline entries are memoized, and a warm memo would hand back
+    # the entry made before, never cutting it again.
     fresh = uuid.uuid4().hex
     for text in ["कका\n", "कके.\n", "cafe\u0301.\n"]:
         segments = [t for _, t in render_naive([make_context_item(id=fresh, content=text)])]

@@ -363,3 +363,17 @@ def test_a_chunk_two_conversations_retrieve_is_counted_once_per_process() -> Non
     entries = ("stream_ctx_cache_entries", frozenset({("cache", counts[1])}))
     limit = ("stream_ctx_cache_limit_entries", frozenset({("cache", counts[1])}))
     assert 0 < second[entries] <= second[limit]
+
+
+def test_the_memo_tables_of_the_watched_processors_are_scraped() -> None:
+    metrics = Metrics()
+    processor = ContextProcessor(BundleConfig(min_salience_threshold=0.0))
+    misses = (
+        "stream_ctx_cache_lookups_total",
+        frozenset({("cache", "block_ids"), ("result", "miss")}),
+    )
+    assert _cache_samples(metrics)[misses] == 0  # no processor watched yet
+    metrics.watch_memos(lambda: [processor.memos])
+    processor.apply(make_retrieval(items=[make_item(content="a text to hash")]), position=1)
+    processor.apply(make_finalize(), position=2)
+    assert _cache_samples(metrics)[misses] > 0

@@ -16,6 +16,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from stream_ctx.core.caches import cache_figures
+from stream_ctx.core.memo import Memos
 
 __all__ = ("Health", "Metrics")
 
@@ -114,7 +115,12 @@ class Metrics:
         )
         for outcome in _ITEM_OUTCOMES:
             self._items.labels(outcome)  # so rates start from an explicit zero
-        reg.register(_CacheCollector())
+        self._caches = _CacheCollector()
+        reg.register(self._caches)
+
+    def watch_memos(self, memos: Callable[[], Iterable[Memos]]) -> None:
+        """Read the memo tables of the processors `memos` returns when scraped (summed)."""
+        self._caches.memos = memos
 
     def events_consumed(self, topic: str, count: int = 1) -> None:
         """`count` records of `topic` were read (call once per partition per batch)."""
@@ -177,17 +183,21 @@ class Metrics:
 
 
 class _CacheCollector(Collector):
-    """The core's process-wide caches, read when scraped: lookups by result, and entries."""
+    """The core's caches, read when scraped: lookups by result, and entries. A revoked
+    partition's processor takes its memo lookups along (a counter reset to Prometheus)."""
+
+    def __init__(self) -> None:
+        self.memos: Callable[[], Iterable[Memos]] = tuple
 
     def collect(self) -> Iterable[Metric]:
         lookups = CounterMetricFamily(
             "stream_ctx_cache_lookups",
-            "Lookups in the core's process-wide caches, by cache and result (hit or miss).",
+            "Lookups in the core's caches, by cache and result (hit or miss).",
             labels=["cache", "result"],
         )
         entries = GaugeMetricFamily(
             "stream_ctx_cache_entries",
-            "Entries held in each of the core's process-wide caches.",
+            "Entries held in each of the core's caches.",
             labels=["cache"],
         )
         limits = GaugeMetricFamily(
@@ -195,7 +205,7 @@ class _CacheCollector(Collector):
             "The bound on each cache's entries (the oldest or least recent go beyond it).",
             labels=["cache"],
         )
-        for figures in cache_figures():
+        for figures in cache_figures(self.memos()):
             lookups.add_metric([figures.name, "hit"], figures.hits)
             lookups.add_metric([figures.name, "miss"], figures.misses)
             entries.add_metric([figures.name], figures.entries)
