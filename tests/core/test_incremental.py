@@ -17,7 +17,7 @@ from stream_ctx.core.processor import ContextProcessor
 from stream_ctx.core.repeats import Planner
 from stream_ctx.core.textindex import TextIndex
 from stream_ctx.core.tokenizer import get_tokenizer
-from stream_ctx.shell.changelog import ChangelogWrites, RestoredPartition
+from stream_ctx.shell.state.changelog import ChangelogWrites, RestoredPartition
 from tests.factories import HOUR_MS, T0, make_finalize, make_item, make_retrieval, written
 
 _WORDS = ("alpha", "beta", "gamma", "delta", "omega", "kappa", "sigma", "theta", "lambda")
@@ -57,7 +57,8 @@ def _content(draw: st.DrawFn) -> str:
 @st.composite
 def _item(draw: st.DrawFn, contents: list[str]) -> RetrievedItem:
     """An item of a small id pool (so merges and evictions happen) and few metadata sets."""
-    content = draw(st.sampled_from(contents)) if contents and draw(st.booleans()) else None
+    reuses = bool(contents) and draw(st.booleans())
+    content = draw(st.sampled_from(contents)) if reuses else None
     return make_item(
         id=draw(st.sampled_from(_IDS)),
         kind=draw(st.sampled_from(("chunk", "chunk", "tool"))),
