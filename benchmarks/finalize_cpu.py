@@ -4,16 +4,18 @@ finalize of long conversations as max_items grows. Prints figures, asserts nothi
     python benchmarks/finalize_cpu.py [--rounds 3]
 
 The workloads are the suite's (suite_load: the standard shape on numpy's docstrings, and 16 long
-conversations of 8 merged each). Each figure is the best of `--rounds` replays into a fresh
-processor, in process CPU time. It uses only the public API, so the same script measures an older
-checkout (PYTHONPATH=that/checkout) for a side-by-side figure.
+conversations of 8 merged each). Each replay runs in a process of its own, so no memo table is
+warm from another (older checkouts keep theirs process-wide); a figure is the least process CPU of
+`--rounds` replays. It uses only the public API, so the same script measures an older checkout
+(PYTHONPATH=that/checkout) for a side-by-side figure.
 """
 
 from __future__ import annotations
 
 import argparse
+import subprocess
+import sys
 import time
-from collections.abc import Sequence
 
 import suite_load as load
 
@@ -24,35 +26,47 @@ SEED = 2026
 MAX_ITEMS = (20, 50, 200)
 
 
-def replay_cpu(events: Sequence[Event], config: BundleConfig, rounds: int) -> float:
-    """The least process CPU seconds a fresh processor takes over `events`."""
-    best = float("inf")
-    for _ in range(rounds):
-        processor = ContextProcessor(config)
-        started = time.process_time()
-        for position, event in enumerate(events):
-            processor.apply(event, position=position)
-        best = min(best, time.process_time() - started)
-    return best
+def replay_cpu(workload: str, max_items: int) -> float:
+    """Process CPU milliseconds per event (`real`) or per finalize (`long`) of one replay."""
+    events: list[Event]
+    if workload == "real":
+        events = load.standard(300, SEED)
+        per = len(events)
+    else:
+        events = load.merged(16, 8, SEED + 11)
+        per = sum(isinstance(event, Finalize) for event in events)
+    processor = ContextProcessor(BundleConfig(max_items=max_items))
+    started = time.process_time()
+    for position, event in enumerate(events):
+        processor.apply(event, position=position)
+    return (time.process_time() - started) / per * 1000
+
+
+def best_of(workload: str, max_items: int, rounds: int) -> float:
+    """The least of `rounds` replays, each in a fresh process."""
+    command = [sys.executable, __file__, "--one", workload, str(max_items)]
+    runs = [
+        subprocess.run(command, check=True, capture_output=True, text=True) for _ in range(rounds)
+    ]
+    return min(float(run.stdout) for run in runs)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
-    rounds = parser.parse_args().rounds
-    standard = load.standard(300, SEED)
-    seconds = replay_cpu(standard, BundleConfig(), rounds)
-    print(f"real text, max_items 20: {seconds / len(standard) * 1000:.3f} ms CPU per event")
-    merged = load.merged(16, 8, SEED + 11)
-    finalizes = sum(isinstance(event, Finalize) for event in merged)
-    per_finalize = {}
+    parser.add_argument("--one", nargs=2, metavar=("WORKLOAD", "MAX_ITEMS"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one is not None:
+        print(replay_cpu(args.one[0], int(args.one[1])))
+        return
+    print(f"real text, max_items 20: {best_of('real', 20, args.rounds):.3f} ms CPU per event")
+    first = None
     for max_items in MAX_ITEMS:
-        seconds = replay_cpu(merged, BundleConfig(max_items=max_items), rounds)
-        per_finalize[max_items] = seconds / finalizes * 1000
+        ms = best_of("long", max_items, args.rounds)
+        first = first or ms
         print(
-            f"long conversations, max_items {max_items}: {per_finalize[max_items]:.2f} ms CPU per"
-            f" finalize ({per_finalize[max_items] / per_finalize[MAX_ITEMS[0]]:.1f}x max_items"
-            f" {MAX_ITEMS[0]})"
+            f"long conversations, max_items {max_items}: {ms:.2f} ms CPU per finalize"
+            f" ({ms / first:.1f}x max_items {MAX_ITEMS[0]})"
         )
 
 
