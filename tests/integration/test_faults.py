@@ -112,6 +112,19 @@ def own_broker() -> Iterator[EmbeddedBroker]:
         running.stop()
 
 
+def outage_runner(bootstrap: str, source: str, sink: str, dlq: str, *, group: str) -> Runner:
+    """A runner whose requests time out and retry quickly, for the broker-outage tests."""
+    settings = settings_for(
+        bootstrap, input_topic=source, output_topic=sink, dlq_topic=dlq, group_id=group
+    )
+    kafka = msgspec.structs.replace(
+        settings.kafka,
+        session_timeout_ms=SESSION_TIMEOUT_MS,
+        client={"request_timeout_ms": REQUEST_TIMEOUT_MS, "retry_backoff_ms": 100},
+    )
+    return Runner(msgspec.structs.replace(settings, kafka=kafka))
+
+
 async def test_broker_paused_past_the_request_timeout_member_stays_up_and_loses_nothing(
     own_broker: EmbeddedBroker,
     unique_topic: Callable[[str], str],
@@ -122,19 +135,9 @@ async def test_broker_paused_past_the_request_timeout_member_stays_up_and_loses_
     before, after = events[: len(events) // 2], events[len(events) // 2 :]
     source, sink, dlq = unique_topic("in"), unique_topic("out"), unique_topic("dlq")
     await create_input(client_kwargs, source, partitions=2)
-    settings = settings_for(
-        own_broker.bootstrap_servers,
-        input_topic=source,
-        output_topic=sink,
-        dlq_topic=dlq,
-        group_id=unique_topic("group"),
+    runner = outage_runner(
+        own_broker.bootstrap_servers, source, sink, dlq, group=unique_topic("group")
     )
-    kafka = msgspec.structs.replace(
-        settings.kafka,
-        session_timeout_ms=SESSION_TIMEOUT_MS,
-        client={"request_timeout_ms": REQUEST_TIMEOUT_MS, "retry_backoff_ms": 100},
-    )
-    runner = Runner(msgspec.structs.replace(settings, kafka=kafka))
     caplog.set_level(logging.INFO, logger="stream_ctx")
     expected = replay_bundles(events)
     with anyio.fail_after(PAUSE_TEST_TIMEOUT_S):
@@ -176,19 +179,13 @@ async def test_second_outage_is_new_warned_and_backs_off_from_the_first_delay(
     halves = [events[: len(events) // 2], events[len(events) // 2 :]]
     source = unique_topic("in")
     await create_input(client_kwargs, source, partitions=2)
-    settings = settings_for(
+    runner = outage_runner(
         own_broker.bootstrap_servers,
-        input_topic=source,
-        output_topic=unique_topic("out"),
-        dlq_topic=unique_topic("dlq"),
-        group_id=unique_topic("group"),
+        source,
+        unique_topic("out"),
+        unique_topic("dlq"),
+        group=unique_topic("group"),
     )
-    kafka = msgspec.structs.replace(
-        settings.kafka,
-        session_timeout_ms=SESSION_TIMEOUT_MS,
-        client={"request_timeout_ms": REQUEST_TIMEOUT_MS, "retry_backoff_ms": 100},
-    )
-    runner = Runner(msgspec.structs.replace(settings, kafka=kafka))
     caplog.set_level(logging.INFO, logger="stream_ctx")
     with anyio.fail_after(2 * PAUSE_TEST_TIMEOUT_S):
         async with anyio.create_task_group() as tasks:
