@@ -152,7 +152,8 @@ def repeat_bound(
 ) -> dict[str, float]:
     """The exact-repeat bound: events/s if finding the repeats of each finalize's window (the
     hash index of its lines and sentences, the quotes and the diffs, plan_texts) were all the
-    work.
+    work; and the share of a window's items its conversation's previous bundle did not hold (what
+    an incremental finalize must plan and count afresh).
 
     The windows are the bundles' items in context order, their contents rebuilt from the
     bundles' blocks, as the core processor makes them over `events`; timed in CPU time, best of
@@ -160,11 +161,16 @@ def repeat_bound(
     """
     processor = ContextProcessor(BundleConfig(max_items=max_items), tokenizer=get_tokenizer())
     windows: list[list[str]] = []
+    last_window: dict[str, set[str]] = {}
+    new_items = 0
     for position, event in enumerate(events):
         bundle = processor.apply(event, position=position)
         if bundle is not None:
             contents = ["".join(map(bundle.blocks.__getitem__, i.blocks)) for i in bundle.items]
             windows.append(contents)
+            before = last_window.get(bundle.conversation_id, set())
+            new_items += sum(content not in before for content in contents)
+            last_window[bundle.conversation_id] = set(contents)
     best = math.inf
     for _ in range(rounds):
         started = time.process_time()
@@ -177,6 +183,7 @@ def repeat_bound(
         "bytes_per_window": window_bytes / len(windows),
         "ms_per_window": best / len(windows) * 1000,
         "events_per_s": len(events) / best,
+        "new_item_share": new_items / sum(len(contents) for contents in windows),
     }
 
 
