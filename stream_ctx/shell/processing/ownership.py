@@ -76,6 +76,7 @@ class OwnedPartitions(ConsumerRebalanceListener):  # type: ignore[misc]
 
     def forget(self) -> None:
         """Drop what a failed session held: a new one restores it from the changelog."""
+        self._metrics.retire_memos(p.memos for p in self.processors.values())
         self.processors.clear()
         self._pending.clear()
         self._next_offsets.clear()
@@ -98,8 +99,9 @@ class OwnedPartitions(ConsumerRebalanceListener):  # type: ignore[misc]
             try:
                 await self._checkpoint.flush()
             finally:
+                dropped = [self.processors.pop(tp) for tp in revoked if tp in self.processors]
+                self._metrics.retire_memos(p.memos for p in dropped)
                 for tp in revoked:
-                    self.processors.pop(tp, None)
                     self._next_offsets.pop(tp, None)
                     self._orphans.pop(tp, None)  # the new owner cleans them up itself
         self._metrics.forget_partitions(revoked)
