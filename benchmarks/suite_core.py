@@ -26,7 +26,7 @@ from stream_ctx import (
     decode_event,
 )
 from stream_ctx.core.events import Event, Finalize, Retrieval
-from stream_ctx.core.processor import LEARNED_ITEMS
+from stream_ctx.core.learning import LEARNED_ITEMS, Learning
 from stream_ctx.core.repeats import plan_texts
 from stream_ctx.core.tokenizer import get_tokenizer
 
@@ -240,7 +240,7 @@ def _traced(raw: Sequence[bytes], *, learned_items: int) -> dict[str, Any]:
             BundleConfig(),
             tokenizer=tokenizer,
             is_tracking_changes=True,
-            learned_items=learned_items,
+            learning=Learning(learned_items),
         )
         for position, data in enumerate(raw):
             processor.apply(decode_event(data), position=position)

@@ -12,8 +12,6 @@ import itertools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from cachetools import LRUCache
-
 from stream_ctx.core.accumulator import (
     AddResult,
     BundleAccumulator,
@@ -28,19 +26,16 @@ from stream_ctx.core.config import BundleConfig
 from stream_ctx.core.delta import SentState, pack_sent, unpack_sent
 from stream_ctx.core.events import End, Event, Finalize, Retrieval
 from stream_ctx.core.finalize import Conversation, finalize
+from stream_ctx.core.learning import Learned, Learning
 from stream_ctx.core.memo import Memos
 from stream_ctx.core.prefix import pack_context, unpack_context
 from stream_ctx.core.tokenizer import Tokenizer, get_tokenizer
 from stream_ctx.errors import ConversationReleasedError
 
-__all__ = ("LEARNED_ITEMS", "ContextProcessor", "ItemEvent", "ItemOutcomes")
+__all__ = ("ContextProcessor", "ItemEvent", "ItemOutcomes")
 
 # How many restored, untouched conversations one idle sweep loads to check them.
 _DORMANT_LOADS_PER_SWEEP = 10_000
-LEARNED_ITEMS = 4096
-"""Held items of the conversations whose last finalize's learning is kept, by default: about 50 MB
-at ~12 KB an item of ~1 KB (its lines indexed, its plan and entry); the conversations that
-finalized least recently start afresh, as if restored."""
 
 
 @dataclass(slots=True)
@@ -84,27 +79,6 @@ class _Conversation:
         return unpack_sent(self.sent) if self.sent is not None else None
 
 
-@dataclass(slots=True)
-class _Learned:
-    """What a conversation's last finalize learned, for its next: its assembler (the window's
-    texts indexed, planned and written), and its sent state unpacked beside the packed bytes
-    it stands for."""
-
-    assembler: DagContextAssembler
-    sent: tuple[bytes, SentState] | None = None
-
-    def sent_state(self, packed: bytes | None) -> SentState | None:
-        if packed is None:
-            return None
-        if self.sent is None or self.sent[0] is not packed:
-            self.sent = packed, unpack_sent(packed)
-        return self.sent[1]
-
-
-def _items_held(learned: _Learned) -> int:
-    return learned.assembler.held
-
-
 @dataclass(frozen=True, slots=True)
 class _Released:
     """What stays in memory of an idle conversation released on stream time: enough to restart
@@ -117,9 +91,9 @@ class _Released:
 
 
 class ContextProcessor:
-    """All conversations of one input (a partition, or a replayed file). It keeps what the last
-    finalizes learned, for conversations holding up to `learned_items` items in all (0: none):
-    their next finalize is faster, and no byte changes."""
+    """All conversations of one input (a partition, or a replayed file). What the last finalizes
+    learned goes to `learning` (a member's processors may share one, as they may share `memos`):
+    the next finalize is faster, and no byte changes."""
 
     def __init__(
         self,
@@ -128,15 +102,14 @@ class ContextProcessor:
         tokenizer: Tokenizer | None = None,
         is_tracking_changes: bool = False,
         is_recording_items: bool = False,
-        learned_items: int = LEARNED_ITEMS,
+        memos: Memos | None = None,
+        learning: Learning | None = None,
     ) -> None:
         self.config = config
         self.tokenizer = tokenizer if tokenizer is not None else get_tokenizer(config.tokenizer)
-        self.memos = Memos()
+        self.memos = memos if memos is not None else Memos()
         self.conversations: dict[str, _Conversation] = {}
-        self._learned: LRUCache[str, _Learned] = LRUCache(
-            maxsize=learned_items, getsizeof=_items_held
-        )
+        self._learning = learning if learning is not None else Learning()
         self.stream_time_ms = 0
         self._last_position = -1
         self._released: dict[str, _Released] = {}
@@ -217,7 +190,7 @@ class ContextProcessor:
     ) -> None:
         """Load a conversation's persisted state (changelog recovery)."""
         self._released.pop(conversation_id, None)
-        self._learned.pop(conversation_id, None)
+        self._learning.drop([conversation_id])
         if state.is_ended:
             self._ended_at[conversation_id] = state.position
             self.conversations.pop(conversation_id, None)
@@ -250,7 +223,7 @@ class ContextProcessor:
         ]
         for cid in idle:
             conv = self.conversations.pop(cid)
-            self._learned.pop(cid, None)
+            self._learning.drop([cid])
             keys = tuple((it.id, it.revision) for it in conv.window.items.values())
             seq = conv.window.counters.seq if conv.previous_context is not None else None
             self._released[cid] = _Released(conv.last_ts, conv.position, keys, seq)
@@ -264,7 +237,11 @@ class ContextProcessor:
             self._released.pop(cid, None)
             self._ended_at.pop(cid, None)
             self._changes.pop(cid, None)
-            self._learned.pop(cid, None)
+            self._learning.drop([cid])
+
+    def drop_learning(self) -> None:
+        """Forget what this input's finalizes learned (its partition moves away)."""
+        self._learning.drop(self.conversations)
 
     def take_item_outcomes(self) -> ItemOutcomes:
         """Items accepted, rejected and evicted since the last call (for metrics)."""
@@ -327,9 +304,9 @@ class ContextProcessor:
     def _finalize(self, cid: str, conv: _Conversation, event: Finalize) -> tuple[Bundle, bytes]:
         """The bundle, and its full context packed (kept for the next one's prefix reuse)."""
         conv.window.counters.seq += 1
-        learned = self._learned.pop(cid, None)
+        learned = self._learning.take(cid)
         if learned is None:
-            learned = _Learned(DagContextAssembler(self.tokenizer, memos=self.memos))
+            learned = Learned(DagContextAssembler(self.tokenizer, memos=self.memos))
         previous = conv.previous_context
         conversation = Conversation(
             cid,
@@ -341,8 +318,7 @@ class ContextProcessor:
         done = finalize(conversation, event, config=self.config, assembler=learned.assembler)
         conv.sent = pack_sent(done.sent)
         learned.sent = conv.sent, done.sent
-        if _items_held(learned) <= self._learned.maxsize:  # kept as the most recent, sized anew
-            self._learned[cid] = learned
+        self._learning.keep(cid, learned)
         return done.bundle, pack_context(done.full_context)
 
     def _change(self, cid: str, conv: _Conversation) -> ConversationChange | None:
@@ -358,7 +334,7 @@ class ContextProcessor:
     def _close(self, cid: str, conv: _Conversation, position: int, *, is_ended: bool) -> None:
         """End or expire a held conversation: its items are dropped from the changelog."""
         del self.conversations[cid]
-        self._learned.pop(cid, None)
+        self._learning.drop([cid])
         keys = tuple((it.id, it.revision) for it in conv.window.items.values())
         seq = conv.window.counters.seq if conv.previous_context is not None else None
         self._discard(

@@ -12,6 +12,7 @@ from stream_ctx.core.bundle import Bundle
 from stream_ctx.core.codec import encode_bundle
 from stream_ctx.core.config import BundleConfig
 from stream_ctx.core.events import End, Event, Finalize, Retrieval, RetrievedItem
+from stream_ctx.core.learning import Learning
 from stream_ctx.core.memo import Memos
 from stream_ctx.core.processor import ContextProcessor
 from stream_ctx.core.repeats import Planner
@@ -115,14 +116,18 @@ def test_kept_learning_gives_the_bundles_of_finalizes_from_nothing(
     stream: list[Event | str], max_items: int, order: Any, mode: Any
 ) -> None:
     config = BundleConfig(max_items=max_items, order=order, mode=mode, conversation_ttl_hours=None)
-    afresh = ContextProcessor(config, learned_items=0)
-    kept = ContextProcessor(config, is_tracking_changes=True)
+    afresh = ContextProcessor(config, learning=Learning(0))
+    learning = Learning()
+    kept = ContextProcessor(config, is_tracking_changes=True, learning=learning)
     changelog = RestoredPartition()
     tokenizer = get_tokenizer()
     position = 0
     for step in stream:
-        if step == _RESTORE:  # the state dropped, rebuilt from the changelog
-            kept = ContextProcessor(config, is_tracking_changes=True)
+        if step == _RESTORE:  # the state dropped, rebuilt from the changelog by a new processor
+            kept.drop_learning()  # sharing the member's tables, as a partition that came back
+            kept = ContextProcessor(
+                config, is_tracking_changes=True, memos=kept.memos, learning=learning
+            )
             for cid, state, items, context in changelog.conversations():
                 kept.restore(cid, state, items, context)
             continue
@@ -144,7 +149,7 @@ def _assert_counted_exactly(bundle: Bundle, count: Any) -> None:
 
 def _twins(config: BundleConfig) -> tuple[ContextProcessor, ContextProcessor]:
     """A processor that keeps its learning, and one that starts every finalize afresh."""
-    return ContextProcessor(config), ContextProcessor(config, learned_items=0)
+    return ContextProcessor(config), ContextProcessor(config, learning=Learning(0))
 
 
 def _same_bundles(processors: tuple[ContextProcessor, ...], event: Event, position: int) -> str:
@@ -227,7 +232,7 @@ def test_a_window_renumbered_past_ten_counts_its_numbers_exactly() -> None:
     # Each finalize puts a newcomer first: every entry, reference and base is renumbered, and
     # entries cross from one digit to two.
     processor = ContextProcessor(BundleConfig(max_items=30))
-    afresh = ContextProcessor(BundleConfig(max_items=30), learned_items=0)
+    afresh = ContextProcessor(BundleConfig(max_items=30), learning=Learning(0))
     document = _DOCUMENTS[0]
     for n in range(14):
         chunk = document[n * 40 : n * 40 + 160]

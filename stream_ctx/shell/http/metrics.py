@@ -15,7 +15,7 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from stream_ctx.core.caches import MEMOS, cache_figures
+from stream_ctx.core.caches import cache_figures
 from stream_ctx.core.memo import Memos
 
 __all__ = ("Health", "Metrics")
@@ -118,14 +118,9 @@ class Metrics:
         self._caches = _CacheCollector()
         reg.register(self._caches)
 
-    def watch_memos(self, memos: Callable[[], Iterable[Memos]]) -> None:
-        """Read the memo tables of the processors `memos` returns when scraped (summed)."""
-        self._caches.memos = memos
-
-    def retire_memos(self, memos: Iterable[Memos]) -> None:
-        """Keep the lookups of memo tables no longer watched (a processor dropped with its
-        partition), so the lookup counters never go back."""
-        self._caches.retire(memos)
+    def watch_memos(self, memos: Memos) -> None:
+        """Read the member's memo tables when scraped."""
+        self._caches.memos = (memos,)
 
     def events_consumed(self, topic: str, count: int = 1) -> None:
         """`count` records of `topic` were read (call once per partition per batch)."""
@@ -188,20 +183,10 @@ class Metrics:
 
 
 class _CacheCollector(Collector):
-    """The core's caches, read when scraped: lookups by result, and entries. The lookups of
-    tables retired with their processors stay in the counters."""
+    """The core's caches, read when scraped: lookups by result, and entries."""
 
     def __init__(self) -> None:
-        self.memos: Callable[[], Iterable[Memos]] = tuple
-        # Hits and misses of the retired tables, by cache name.
-        self._retired: dict[str, tuple[int, int]] = {}
-
-    def retire(self, memos: Iterable[Memos]) -> None:
-        for owner in memos:
-            for memo in MEMOS:
-                hits, misses, _ = owner.lookups(memo)
-                old_hits, old_misses = self._retired.get(memo.name, (0, 0))
-                self._retired[memo.name] = (old_hits + hits, old_misses + misses)
+        self.memos: tuple[Memos, ...] = ()
 
     def collect(self) -> Iterable[Metric]:
         lookups = CounterMetricFamily(
@@ -219,10 +204,9 @@ class _CacheCollector(Collector):
             "The bound on each cache's entries (the oldest or least recent go beyond it).",
             labels=["cache"],
         )
-        for figures in cache_figures(self.memos()):
-            retired_hits, retired_misses = self._retired.get(figures.name, (0, 0))
-            lookups.add_metric([figures.name, "hit"], figures.hits + retired_hits)
-            lookups.add_metric([figures.name, "miss"], figures.misses + retired_misses)
+        for figures in cache_figures(self.memos):
+            lookups.add_metric([figures.name, "hit"], figures.hits)
+            lookups.add_metric([figures.name, "miss"], figures.misses)
             entries.add_metric([figures.name], figures.entries)
             limits.add_metric([figures.name], figures.limit)
         yield from (lookups, entries, limits)

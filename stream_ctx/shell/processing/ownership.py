@@ -1,5 +1,6 @@
 """The input partitions a member owns: each with its processor, claimed paused until restored
-from the changelog, released after a flush when revoked."""
+from the changelog, released after a flush when revoked. The processors share the member's memo
+tables and learning, so what they hold is bounded per member, not per partition."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from aiokafka.structs import TopicPartition
 
 from stream_ctx.core.accumulator import RankedItem
 from stream_ctx.core.changes import Restored
+from stream_ctx.core.learning import Learning
+from stream_ctx.core.memo import Memos
 from stream_ctx.core.processor import ContextProcessor
 from stream_ctx.errors import UndecodableBatchError
 from stream_ctx.settings import Settings
@@ -54,6 +57,8 @@ class OwnedPartitions(ConsumerRebalanceListener):  # type: ignore[misc]
         self._stats, self._metrics, self._health = stats, metrics, health
         self._is_recording_items, self._on_ready = is_recording_items, on_ready
         self.processors: dict[TopicPartition, ContextProcessor] = {}
+        self.memos = Memos()
+        self._learning = Learning()
         self.is_ready = False
         # A test seam, None in production: awaited inside the restore of newly assigned
         # partitions, to hold it in progress (recovery.read_changelogs says where).
@@ -76,7 +81,8 @@ class OwnedPartitions(ConsumerRebalanceListener):  # type: ignore[misc]
 
     def forget(self) -> None:
         """Drop what a failed session held: a new one restores it from the changelog."""
-        self._metrics.retire_memos(p.memos for p in self.processors.values())
+        for processor in self.processors.values():
+            processor.drop_learning()
         self.processors.clear()
         self._pending.clear()
         self._next_offsets.clear()
@@ -99,9 +105,10 @@ class OwnedPartitions(ConsumerRebalanceListener):  # type: ignore[misc]
             try:
                 await self._checkpoint.flush()
             finally:
-                dropped = [self.processors.pop(tp) for tp in revoked if tp in self.processors]
-                self._metrics.retire_memos(p.memos for p in dropped)
                 for tp in revoked:
+                    processor = self.processors.pop(tp, None)
+                    if processor is not None:
+                        processor.drop_learning()
                     self._next_offsets.pop(tp, None)
                     self._orphans.pop(tp, None)  # the new owner cleans them up itself
         self._metrics.forget_partitions(revoked)
@@ -126,6 +133,8 @@ class OwnedPartitions(ConsumerRebalanceListener):  # type: ignore[misc]
                 self._settings.bundle,
                 is_tracking_changes=True,
                 is_recording_items=self._is_recording_items,
+                memos=self.memos,
+                learning=self._learning,
             )
             for cid in state.conversation_ids():
                 processor.restore_lazily(cid, partial(self._load, tp, state, cid))

@@ -94,7 +94,7 @@ class Runner:
             is_recording_items=history is not None,
             on_ready=self._supervisor.recovered,
         )
-        self.metrics.watch_memos(lambda: [p.memos for p in self.partitions.processors.values()])
+        self.metrics.watch_memos(self.partitions.memos)
         self._watchdog = Watchdog(
             self.health,
             stall_after_s=settings.metrics.stall_after_s
