@@ -34,7 +34,8 @@ def read_value(value: bytes | None, *, max_bytes: int, size: int | None = None) 
             path="$",
         )
     try:
-        value.decode("utf-8")
+        if not value.isascii():  # ASCII is UTF-8: the common case skips decoding a copy
+            value.decode("utf-8")
     except UnicodeDecodeError as exc:
         around = value[max(0, exc.start - _CONTEXT_BYTES) : exc.end + _CONTEXT_BYTES]
         raise InvalidEventError(
@@ -46,24 +47,30 @@ def read_value(value: bytes | None, *, max_bytes: int, size: int | None = None) 
 
 def read_event(record: ConsumerRecord[bytes, bytes], *, max_bytes: int) -> Event:
     """`read_value`, plus the key: present, UTF-8, equal to `conversation_id`."""
-    where = f" ({record.topic}/{record.partition}@{record.offset})"
     try:
         event = read_value(record.value, max_bytes=max_bytes)
     except InvalidEventError as exc:
-        raise InvalidEventError(f"{exc}{where}", path=exc.path) from exc
+        raise InvalidEventError(f"{exc}{_where(record)}", path=exc.path) from exc
     if record.key is None:
-        raise InvalidEventError("record key is missing; key records by conversation id" + where)
+        raise InvalidEventError(
+            "record key is missing; key records by conversation id" + _where(record)
+        )
     try:
         key = record.key.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InvalidEventError(f"record key is not UTF-8: {record.key!r}{where}") from exc
+        raise InvalidEventError(f"record key is not UTF-8: {record.key!r}{_where(record)}") from exc
     if event.conversation_id != key:
         raise InvalidEventError(
             f"`conversation_id` must equal the record key {key!r}, "
-            f"got {event.conversation_id!r}{where}",
+            f"got {event.conversation_id!r}{_where(record)}",
             path="$.conversation_id",
         )
     return event
+
+
+def _where(record: ConsumerRecord[bytes, bytes]) -> str:
+    """Where a bad record is, for its error message (built only when there is one)."""
+    return f" ({record.topic}/{record.partition}@{record.offset})"
 
 
 def bad_line(source: str, number: int, line: bytes, error: InvalidEventError) -> str:
