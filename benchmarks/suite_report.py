@@ -152,7 +152,7 @@ def targets(r: Results) -> list[dict[str, Any]]:
             "measured": f"{cpu_ms:.2f} ms (floor {floor:.2f} ms)",
             "met": cpu_ms <= CPU_MS_PER_EVENT,
             "why": f"the floor: the ceiling's Kafka work {kafka_ms:.2f} ms, counting each new "
-            f"content once {count_ms:.2f} ms, finding the repeats of each window {repeat_ms:.2f}"
+            f"content once {count_ms:.2f} ms, planning the repeats of each window {repeat_ms:.2f}"
             f" ms; {new_share:.0%} of a window's items are new at its finalize, so what a "
             "finalize keeps saves little; rendering, the dedup graph and bookkeeping add the "
             "rest (Where the time goes)",
@@ -261,8 +261,8 @@ def side_by_side_table(row: Results) -> str:
 
 
 def floor_ms(row: Results) -> float:
-    """CPU per event of the work no exact deduplicating processor avoids: the ceiling's Kafka
-    work, counting each new content once, and finding the repeats of each window."""
+    """CPU per event of the work this design does at the least: the ceiling's Kafka work,
+    counting each new content once, and planning the repeats of each window from nothing."""
     ceiling = row["ceiling"]
     return (
         ceiling["cpu_s"] / ceiling["events"] * 1000
