@@ -1,8 +1,8 @@
 """The core's caches, as hit and size figures for the metrics.
 
 Each tokenizer's segment-count cache is shared by every bundle of a process: a chunk many
-conversations retrieve is counted once while it stays cached. The memo tables belong to each
-processor (core/memo.py); their figures are summed over the processors given.
+conversations retrieve is counted once while it stays cached. The memo tables belong to whoever
+made them (core/memo.py: a group member, or a processor); the figures sum the tables given.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""Memo tables owned by whoever renders: a processor makes one Memos and passes it down, so two
-processors never share a table and a test starts from empty ones.
+"""Memo tables owned by whoever renders: a processor is given a Memos (a group member shares one
+among its partitions' processors) or makes its own, never a process-wide one, so a test starts
+from empty tables.
 
 A module declares what it memoizes as a Memo (a name for the metrics, the pure function, a bound);
 `memos[MEMO]` is that function memoized in this object's table, made on first use.

@@ -2,10 +2,9 @@
 of the same kind (a window's, or a budget trial's) learned.
 
 A plan is kept while the texts it read stay, keep their order and are numbered as wide, and no
-newcomer it may read (Planner.readers) stands before its text. When texts change places, the
+newcomer it may read (Planner.may_read) stands before its text. When texts change places, the
 longest run of them that kept its order stays; the others move, as if they left and came anew. An
-entry is kept while its item,
-the items before it that its header may name, and its plan are.
+entry is kept while its item, the items before it that its header may name, and its plan are.
 """
 
 from __future__ import annotations

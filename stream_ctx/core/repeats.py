@@ -62,14 +62,12 @@ class Planner:
         "_rerun",
         "at",
         "index",
-        "order",
         "texts",
         "widths",
     )
 
     def __init__(self, index: TextIndex, order: Sequence[int], memos: Memos) -> None:
         self.index = index
-        self.order = order
         self.at = {serial: n for n, serial in enumerate(order)}
         self.texts = [index.texts[serial] for serial in order]
         # Each unit's places among these texts, in context order, made when first asked for.
