@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 
 from stream_ctx.core.accumulator import ContextItem, RankedItem
 from stream_ctx.core.dag import StateDag
+from stream_ctx.core.engine import PYTHON_CORE, Core
 from stream_ctx.core.entry import Numbering, is_sharing, lean_template
 from stream_ctx.core.events import RenderOrder
 from stream_ctx.core.memo import Memos
@@ -23,7 +24,7 @@ from stream_ctx.core.placement import Held, Placements
 from stream_ctx.core.plan import TextPlan, renamed
 from stream_ctx.core.render import BASELINE_ENTRIES, parts_of
 from stream_ctx.core.segment import Counted
-from stream_ctx.core.textindex import IndexedText, TextIndex
+from stream_ctx.core.textindex import IndexedText
 from stream_ctx.core.tokenizer import Tokenizer
 
 __all__ = ("Assembly", "DagContextAssembler")
@@ -56,13 +57,15 @@ class DagContextAssembler:
     """Pure and deterministic: the same ranked items and budget give the same context, whatever
     this assembler assembled before."""
 
-    def __init__(self, tokenizer: Tokenizer, *, memos: Memos | None = None) -> None:
+    def __init__(
+        self, tokenizer: Tokenizer, *, memos: Memos | None = None, core: Core = PYTHON_CORE
+    ) -> None:
         self.tokenizer = tokenizer
         self._memos = memos if memos is not None else Memos()
-        self._index = TextIndex(self._memos)
+        self._index = core.text_index(self._memos)
         self._held: dict[str, Held] = {}
-        self._window = Placements(self._index, self._memos)
-        self._trials = Placements(self._index, self._memos)
+        self._window = Placements(self._index, self._memos, core.planner)
+        self._trials = Placements(self._index, self._memos, core.planner)
 
     def assemble(
         self, ranked: Sequence[RankedItem], *, max_tokens: int | None, order: RenderOrder

@@ -10,6 +10,7 @@ entry is kept while its item, the items before it that its header may name, and 
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from stream_ctx.core.accumulator import ContextItem
@@ -59,11 +60,17 @@ class Placements:
     """Places held items, keeping what the last placement learned (keep one per kind of
     placement: a window's and a budget trial's differ)."""
 
-    __slots__ = ("_index", "_memos", "_plans", "_rank", "_templates", "_widths")
+    __slots__ = ("_index", "_memos", "_planner", "_plans", "_rank", "_templates", "_widths")
 
-    def __init__(self, index: TextIndex, memos: Memos) -> None:
+    def __init__(
+        self,
+        index: TextIndex,
+        memos: Memos,
+        planner: Callable[[TextIndex, Sequence[int], Memos], Planner] = Planner,
+    ) -> None:
         self._index = index
         self._memos = memos
+        self._planner = planner
         self._rank: dict[int, int] = {}
         self._widths: list[tuple[int, int]] = []
         self._plans: dict[int, _Kept] = {}
@@ -72,7 +79,7 @@ class Placements:
     def place(self, helds: list[Held], tokenizer: Tokenizer) -> Placed:
         """The entries of `helds` in this order, numbered from 1."""
         serials = [held.text.serial for held in helds]
-        planner = Planner(self._index, serials, self._memos)
+        planner = self._planner(self._index, serials, self._memos)
         moved, changed = self._changed(serials, planner.widths)
         fresh = {
             n for n, serial in enumerate(serials) if serial not in self._rank or serial in moved

@@ -24,6 +24,7 @@ from stream_ctx.core.bundle import Bundle
 from stream_ctx.core.changes import ConversationChange, ConversationState, ItemKey, Restored
 from stream_ctx.core.config import BundleConfig
 from stream_ctx.core.delta import SentState, pack_sent, unpack_sent
+from stream_ctx.core.engine import Core, load_core
 from stream_ctx.core.events import End, Event, Finalize, Retrieval
 from stream_ctx.core.finalize import Conversation, finalize
 from stream_ctx.core.learning import Learned, Learning
@@ -104,8 +105,10 @@ class ContextProcessor:
         is_recording_items: bool = False,
         memos: Memos | None = None,
         learning: Learning | None = None,
+        core: Core | None = None,
     ) -> None:
         self.config = config
+        self.core = core if core is not None else load_core()
         self.tokenizer = tokenizer if tokenizer is not None else get_tokenizer(config.tokenizer)
         self.memos = memos if memos is not None else Memos()
         self.conversations: dict[str, _Conversation] = {}
@@ -306,7 +309,7 @@ class ContextProcessor:
         conv.window.counters.seq += 1
         learned = self._learning.take(cid)
         if learned is None:
-            learned = Learned(DagContextAssembler(self.tokenizer, memos=self.memos))
+            learned = Learned(DagContextAssembler(self.tokenizer, memos=self.memos, core=self.core))
         previous = conv.previous_context
         conversation = Conversation(
             cid,

@@ -16,32 +16,32 @@ which the Planner names with each plan, so a plan can be kept while they keep th
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from stream_ctx.core.memo import Memos
 from stream_ctx.core.plan import DIFF_LEAD, Piece, Ref, TextPlan
 from stream_ctx.core.quotes import QUOTES, rough_tokens
-from stream_ctx.core.rerun import RERUNS
+from stream_ctx.core.rerun import RERUNS, Rerun
 from stream_ctx.core.textindex import IndexedText, TextIndex
 
 __all__ = ("Planner", "plan_texts")
 
 # A text shares at least this much of its characters with an earlier one to be tried as a diff.
-_MIN_DIFF_SHARE = 0.5
+MIN_DIFF_SHARE = 0.5
 # A passage shorter than this is written out: looking it up would cost the reader more.
-_MIN_PASSAGE_CHARS = 24
+MIN_PASSAGE_CHARS = 24
 # A reference must save at least this many tokens (roughly counted) over the passage.
 _MIN_SAVED_TOKENS = 6
 # A passage this many times as long as its reference is taken without pricing it: text of that
 # length costs far more than its reference (about 4 characters a token in prose and code).
 _SURELY_WORTH = 8
 # Only this many earlier places of a unit are tried as the start of a run (the latest ones).
-_MAX_CANDIDATES = 8
+MAX_CANDIDATES = 8
 # How many units a passage may lose at either end to find quotable first and last lines.
 _MAX_NARROWED = 3
 # A rerun reads best as its changes: a diff is written while it costs at most this many times
 # the references that would otherwise stand for it.
-_DIFF_PREFERENCE = 1.5
+DIFF_PREFERENCE = 1.5
 
 
 def plan_texts(texts: Sequence[str], *, memos: Memos | None = None) -> list[TextPlan]:
@@ -87,13 +87,13 @@ class Planner:
         at = self.at
         self._read = read = {k for s in self.index.equal[text] if (k := at.get(s, n)) < n}
         same = min(read, default=None)
-        if same is not None and _is_worth(same, text, "", ""):
+        if same is not None and is_worth(same, text, "", ""):
             return TextPlan([Ref(same, 0, len(text))]), read
         pieces = self._pieces(n, mine)
         base = self._diff_base(n, mine) if same is None else None
         if base is not None:
-            diff = self._diff_plan(base, self.texts[base].text, text)
-            if diff is not None and _cost(diff) <= _DIFF_PREFERENCE * _cost_of_pieces(pieces):
+            diff = diff_plan(self._rerun, base, self.texts[base].text, text)
+            if diff is not None and diff_cost(diff) <= DIFF_PREFERENCE * pieces_cost(pieces):
                 return diff, read
         return TextPlan(pieces), read
 
@@ -116,7 +116,7 @@ class Planner:
         in context order."""
         ordered = self._ordered_places(unit)
         cut = bisect_left(ordered, (n, -1))
-        return ordered[max(cut - _MAX_CANDIDATES, 0) : cut]
+        return ordered[max(cut - MAX_CANDIDATES, 0) : cut]
 
     def _ordered_places(self, unit: str) -> list[tuple[int, int]]:
         """The places of `unit` among these texts, in context order."""
@@ -138,7 +138,7 @@ class Planner:
         self._read.update(k for k, _ in earlier)
         if unit not in own:
             return earlier
-        return [*earlier, *((n, j) for j in own[unit])][-_MAX_CANDIDATES:]
+        return [*earlier, *((n, j) for j in own[unit])][-MAX_CANDIDATES:]
 
     def _diff_base(self, n: int, mine: IndexedText) -> int | None:
         """The earlier text sharing the most of this one's units (the first on a tie), if it
@@ -168,7 +168,7 @@ class Planner:
         return shared
 
     def _half(self, n: int) -> float:
-        return _MIN_DIFF_SHARE * len(self.texts[n].text)
+        return MIN_DIFF_SHARE * len(self.texts[n].text)
 
     def _pieces(self, n: int, mine: IndexedText) -> list[Piece]:
         """The text as literal runs and references, left to right."""
@@ -201,7 +201,7 @@ class Planner:
             i = end
         if written < len(text):
             pieces.append(text[written:])
-        return _joined_literals(pieces)
+        return joined_literals(pieces)
 
     def _continuation(self, n: int, mine: IndexedText) -> tuple[Ref, int, int, int] | None:
         """The reference for a text that starts where an earlier one goes on (an overlapping
@@ -219,7 +219,7 @@ class Planner:
         for k in earlier:
             source = self.texts[k].text
             found = source.find(words)
-            if not _is_word_start(source, found, first):
+            if not is_word_start(source, found, first):
                 continue
             pos, size = found + len(first), 1
             if source.startswith(first, found):  # the units after it may follow it there too
@@ -230,8 +230,8 @@ class Planner:
         if best is None:
             return None
         k, size = best
-        for first_at, last_at in _narrowed(starts, 0, starts[size]):
-            if last_at - first_at < _MIN_PASSAGE_CHARS:
+        for first_at, last_at in narrowed(starts, 0, starts[size]):
+            if last_at - first_at < MIN_PASSAGE_CHARS:
                 break  # the spans come widest first
             quoted = self._quoted(n, k, mine.text, first_at, last_at)
             if quoted is not None:
@@ -262,8 +262,8 @@ class Planner:
                 i, j, size = i - 1, j - 1, size + 1
             a, b = self._widened(k, j, size, mine, i)
             a = max(a, written)
-        for first, last in _narrowed(starts, a, b):
-            if last - first < _MIN_PASSAGE_CHARS:
+        for first, last in narrowed(starts, a, b):
+            if last - first < MIN_PASSAGE_CHARS:
                 break  # the spans come widest first
             quoted = self._quoted(n, k, mine.text, first, last)
             if quoted is not None:
@@ -276,13 +276,13 @@ class Planner:
         a += len(text[a:b]) - len(text[a:b].lstrip())
         b = a + len(text[a:b].rstrip())
         passage = text[a:b]
-        if len(passage) < _MIN_PASSAGE_CHARS:
+        if len(passage) < MIN_PASSAGE_CHARS:
             return None
         source = self.texts[k].text if k != n else text[:a]
         if k != n and passage == source:
-            return (Ref(k, 0, len(passage)), a, b) if _is_worth(k, passage, "", "") else None
+            return (Ref(k, 0, len(passage)), a, b) if is_worth(k, passage, "", "") else None
         quotes = self._quotes(source, passage)
-        if quotes is None or not _is_worth(k, passage, *quotes[:2]):
+        if quotes is None or not is_worth(k, passage, *quotes[:2]):
             return None
         head, tail, start = quotes
         return Ref(k, start, len(passage), head, tail), a, b
@@ -316,31 +316,35 @@ class Planner:
         a, b = starts[i], starts[i + size]
         if i == 1:
             first, at = units[0], theirs[j] - len(units[0])
-            if at >= 0 and source.startswith(first, at) and _is_word_start(source, at, first):
+            if at >= 0 and source.startswith(first, at) and is_word_start(source, at, first):
                 a = 0
         if i + size == len(units) - 1:
             last, at = units[-1], theirs[j + size]
-            if source.startswith(last, at) and _is_word_end(source, at + len(last), last):
+            if source.startswith(last, at) and is_word_end(source, at + len(last), last):
                 b = starts[-1]
         return a, b
 
-    def _diff_plan(self, base: int, old: str, new: str) -> TextPlan | None:
-        found = self._rerun(old, new)
-        if found is None:
-            return None
-        pieces: list[Piece] = []
-        written = 0
-        for old_start, new_start, length in found.kept:
-            if new_start > written:
-                pieces.append(new[written:new_start])
-            pieces.append(Ref(base, old_start, length))
-            written = new_start + length
-        if written < len(new):
-            pieces.append(new[written:])
-        return TextPlan(pieces, base, found.hunks)
+
+def diff_plan(
+    reruns: Callable[[str, str], Rerun | None], base: int, old: str, new: str
+) -> TextPlan | None:
+    """Text `new` as a diff against `old`, text `base`, with its kept runs as references."""
+    found = reruns(old, new)
+    if found is None:
+        return None
+    pieces: list[Piece] = []
+    written = 0
+    for old_start, new_start, length in found.kept:
+        if new_start > written:
+            pieces.append(new[written:new_start])
+        pieces.append(Ref(base, old_start, length))
+        written = new_start + length
+    if written < len(new):
+        pieces.append(new[written:])
+    return TextPlan(pieces, base, found.hunks)
 
 
-def _narrowed(starts: list[int], a: int, b: int) -> list[tuple[int, int]]:
+def narrowed(starts: list[int], a: int, b: int) -> list[tuple[int, int]]:
     """The span a..b and those a few units narrower at either end, widest first: a passage
     whose first or last line has nothing to quote is tried without it."""
     inner = starts[bisect_right(starts, a) : bisect_left(starts, b)]
@@ -350,11 +354,11 @@ def _narrowed(starts: list[int], a: int, b: int) -> list[tuple[int, int]]:
     return sorted(spans, key=lambda span: span[0] - span[1])
 
 
-def _cost(plan: TextPlan) -> int:
+def diff_cost(plan: TextPlan) -> int:
     return rough_tokens(DIFF_LEAD.format(plan.diff_of) + plan.hunks)
 
 
-def _cost_of_pieces(pieces: list[Piece]) -> int:
+def pieces_cost(pieces: list[Piece]) -> int:
     return sum(
         rough_tokens(piece) if isinstance(piece, str) else _ref_tokens(piece) for piece in pieces
     )
@@ -364,7 +368,7 @@ def _ref_tokens(ref: Ref) -> int:
     return rough_tokens(f'[§{ref.source + 1} "{ref.head}"…"{ref.tail}"]')
 
 
-def _is_worth(k: int, passage: str, head: str, tail: str) -> bool:
+def is_worth(k: int, passage: str, head: str, tail: str) -> bool:
     """Whether a reference saves enough tokens over writing `passage` out."""
     written = f'[§{k + 1} "{head}"…"{tail}"]' if head else f"[§{k + 1}]"
     if len(passage) >= _SURELY_WORTH * len(written):
@@ -372,15 +376,15 @@ def _is_worth(k: int, passage: str, head: str, tail: str) -> bool:
     return rough_tokens(passage) - rough_tokens(written) >= _MIN_SAVED_TOKENS
 
 
-def _is_word_start(source: str, at: int, unit: str) -> bool:
+def is_word_start(source: str, at: int, unit: str) -> bool:
     return at == 0 or unit[0].isspace() or source[at - 1].isspace()
 
 
-def _is_word_end(source: str, at: int, unit: str) -> bool:
+def is_word_end(source: str, at: int, unit: str) -> bool:
     return at == len(source) or unit[-1].isspace() or source[at].isspace()
 
 
-def _joined_literals(pieces: list[Piece]) -> list[Piece]:
+def joined_literals(pieces: list[Piece]) -> list[Piece]:
     joined: list[Piece] = []
     for piece in pieces:
         if isinstance(piece, str) and joined and isinstance(joined[-1], str):

@@ -89,7 +89,7 @@ class TextIndex:
             if marks[j]:
                 occurrences[unit] = occurrences.get(unit, 0) + 1
                 mine.append((unit, (serial, j)))
-        new = IndexedText(serial, text, units, starts, marks, _lead(units), occurrences)
+        new = IndexedText(serial, text, units, starts, marks, lead_of(units), occurrences)
         self._share(new)
         places = self.places
         for unit, place in mine:
@@ -154,7 +154,7 @@ class TextIndex:
                     texts[serial].shared.add(unit)
 
 
-def _lead(units: list[str]) -> str | None:
+def lead_of(units: list[str]) -> str | None:
     """The first unit's words, if there are enough of them to look for elsewhere."""
     first = units[0]
     if len(first.split(None, _MIN_LEAD_WORDS)) < _MIN_LEAD_WORDS:

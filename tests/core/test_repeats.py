@@ -9,7 +9,7 @@ from stream_ctx.core.entry import render_lean
 from stream_ctx.core.plan import Ref, TextPlan, resolve
 from stream_ctx.core.quotes import choose_quotes, find_passage
 from stream_ctx.core.reader import read_context
-from stream_ctx.core.repeats import _MIN_PASSAGE_CHARS, plan_texts
+from stream_ctx.core.repeats import MIN_PASSAGE_CHARS, plan_texts
 from tests.factories import make_context_item
 
 
@@ -27,7 +27,7 @@ def test_a_passage_shorter_than_the_minimum_is_written_out_though_naming_it_cost
     # is long enough that a diff is not tried.
     before = "another line, longer than the passage it comes before\n"
     short = "a1 b2 c3 d4 e5 f6 g7 h8"
-    assert len(short) == _MIN_PASSAGE_CHARS - 1
+    assert len(short) == MIN_PASSAGE_CHARS - 1
     assert plan_texts([short, before + short])[1] == TextPlan([before + short])
     long = short + "9"
     assert plan_texts([long, before + long])[1] == TextPlan([before, Ref(0, 0, len(long))])
