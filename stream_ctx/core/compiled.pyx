@@ -36,11 +36,71 @@ from stream_ctx.core.repeats import (
 )
 from stream_ctx.core.quotes import QUOTES
 from stream_ctx.core.rerun import RERUNS
+from stream_ctx.core.memo import Memo
 from stream_ctx.core.textindex import UNITS, lead_of
+
+cdef extern from "Python.h":
+    bint Py_UNICODE_ISSPACE(Py_UCS4 ch)
 
 cdef long _MAX_CANDIDATES = MAX_CANDIDATES
 
 ctypedef pair[long, int] Place  # (serial or context place, unit index)
+
+
+def split_units(str text):
+    """A text's units, where they start, and which may start a run (textindex.split_units): a
+    unit ends after a newline, or after a sentence's last mark, any closing quotes or brackets
+    and the blanks after them, where more text follows on the same line."""
+    cdef Py_ssize_t size = len(text), at = 0, end, start = 0
+    cdef Py_UCS4 char
+    units, starts, marks = [], [0], []
+    while at < size:
+        char = text[at]
+        end = -1
+        if char == u"\n":
+            end = at + 1
+        elif at > 0 and text[at - 1] in u".!?":
+            end = at
+            while end < size and text[end] in u"\"')]":
+                end += 1
+            if end < size and (text[end] == u" " or text[end] == u"\t"):
+                while end < size and (text[end] == u" " or text[end] == u"\t"):
+                    end += 1
+                if end == size or Py_UNICODE_ISSPACE(text[end]):
+                    end = -1
+            else:
+                end = -1
+        if end < 0:
+            at += 1
+            continue
+        _add_unit(text, start, end, units, starts, marks)
+        start = at = end
+    if start < size or not units:
+        _add_unit(text, start, size, units, starts, marks)
+    return units, starts, marks
+
+
+cdef void _add_unit(str text, Py_ssize_t start, Py_ssize_t end, list units, list starts, list marks):
+    """Append text[start:end] as a unit: it may start a run when it holds 8 characters and two
+    words at the least."""
+    cdef Py_ssize_t at, words = 0
+    cdef bint is_blank = True
+    units.append(text[start:end])
+    starts.append(end)
+    if end - start >= 8:
+        for at in range(start, end):
+            if Py_UNICODE_ISSPACE(text[at]):
+                is_blank = True
+            elif is_blank:
+                is_blank = False
+                words += 1
+                if words == 2:
+                    break
+    marks.append(words >= 2)
+
+
+_UNITS = Memo(UNITS.name, split_units, UNITS.limit)
+"""split_units memoized, in the reference's table: both give the same units."""
 
 
 cdef class IndexedText:
@@ -82,7 +142,7 @@ cdef class TextIndex:
         self._ids = {}
         self._next_id = 0
         self._next_serial = 0
-        self._split = memos[UNITS]
+        self._split = memos[_UNITS]
 
     def add(self, texts):
         """Index `texts`, each under a new serial."""
