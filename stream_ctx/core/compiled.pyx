@@ -39,6 +39,8 @@ from stream_ctx.core.rerun import RERUNS
 from stream_ctx.core.memo import Memo
 from stream_ctx.core.textindex import UNITS, lead_of
 
+__all__ = ("IndexedText", "Planner", "TextIndex", "split_units")
+
 cdef extern from "Python.h":
     bint Py_UNICODE_ISSPACE(Py_UCS4 ch)
 

@@ -4,7 +4,6 @@ never at import; where the compiled core was not built, `auto` runs the Python o
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, cast
@@ -18,7 +17,7 @@ __all__ = ("PYTHON_CORE", "Core", "CoreChoice", "CoreUnavailableError", "load_co
 
 CoreChoice = Literal["auto", "python", "compiled"]
 
-_COMPILED_MODULE = "stream_ctx.core.compiled"
+_COMPILED_MODULE = "stream_ctx.core.compiled"  # named in the error where it is missing
 
 
 class CoreUnavailableError(StreamCtxError):
@@ -43,7 +42,7 @@ def load_core(choice: CoreChoice = "auto") -> Core:
     if choice == "python":
         return PYTHON_CORE
     try:
-        module = importlib.import_module(_COMPILED_MODULE)
+        from stream_ctx.core import compiled  # loaded when chosen, not at import
     except ImportError as error:
         if choice == "compiled":
             raise CoreUnavailableError(
@@ -53,6 +52,6 @@ def load_core(choice: CoreChoice = "auto") -> Core:
         return PYTHON_CORE
     return Core(
         "compiled",
-        cast("Callable[[Memos], TextIndex]", module.TextIndex),
-        cast("Callable[[TextIndex, Sequence[int], Memos], Planner]", module.Planner),
+        cast("Callable[[Memos], TextIndex]", compiled.TextIndex),
+        cast("Callable[[TextIndex, Sequence[int], Memos], Planner]", compiled.Planner),
     )

@@ -24,7 +24,22 @@ from stream_ctx.core.quotes import QUOTES, rough_tokens
 from stream_ctx.core.rerun import RERUNS, Rerun
 from stream_ctx.core.textindex import IndexedText, TextIndex
 
-__all__ = ("Planner", "plan_texts")
+__all__ = (
+    "DIFF_PREFERENCE",
+    "MAX_CANDIDATES",
+    "MIN_DIFF_SHARE",
+    "MIN_PASSAGE_CHARS",
+    "Planner",
+    "diff_cost",
+    "diff_plan",
+    "is_word_end",
+    "is_word_start",
+    "is_worth",
+    "joined_literals",
+    "narrowed",
+    "pieces_cost",
+    "plan_texts",
+)
 
 # A text shares at least this much of its characters with an earlier one to be tried as a diff.
 MIN_DIFF_SHARE = 0.5

@@ -19,7 +19,7 @@ from typing import TypeVar
 from stream_ctx.core.memo import Memo, Memos
 from stream_ctx.core.quotes import unit_ends
 
-__all__ = ("UNITS", "IndexedText", "TextIndex", "Units", "split_units")
+__all__ = ("UNITS", "IndexedText", "TextIndex", "Units", "lead_of", "split_units")
 
 # A text's first unit is looked for in earlier texts when it holds this many words.
 _MIN_LEAD_WORDS = 3

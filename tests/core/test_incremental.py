@@ -5,13 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from stream_ctx.core.bundle import Bundle
 from stream_ctx.core.codec import encode_bundle
 from stream_ctx.core.config import BundleConfig
-from stream_ctx.core.events import End, Event, Finalize, Retrieval, RetrievedItem
+from stream_ctx.core.engine import Core
+from stream_ctx.core.events import Event, Retrieval
 from stream_ctx.core.learning import Learning
 from stream_ctx.core.memo import Memos
 from stream_ctx.core.processor import ContextProcessor
@@ -19,114 +21,33 @@ from stream_ctx.core.repeats import Planner
 from stream_ctx.core.textindex import TextIndex
 from stream_ctx.core.tokenizer import get_tokenizer
 from stream_ctx.shell.state.changelog import ChangelogWrites, RestoredPartition
-from tests.factories import HOUR_MS, T0, make_finalize, make_item, make_retrieval, written
-
-_WORDS = ("alpha", "beta", "gamma", "delta", "omega", "kappa", "sigma", "theta", "lambda")
-# Two documents of lines and sentences that chunks cut with overlaps; one line many chunks hold.
-_DOCUMENTS = tuple(
-    "\n".join(
-        f"{_WORDS[(d + n) % 9]} {_WORDS[(3 * n) % 9]} step {n} of {d}. Then {_WORDS[n % 9]} runs."
-        for n in range(14)
-    )
-    + "\n"
-    for d in range(2)
-)
-_BOILERPLATE = "    >>> import numpy as np\n"
-_IDS = (*(f"document:{n}" for n in range(10)), "tool/run:1", "tool/run:2", "x")
-_RESTORE = "restore"
+from tests.factories import T0, make_finalize, make_item, make_retrieval, written
+from tests.streams import CORES, DOCUMENTS, RESTORE, WORDS, streams
 
 
-@st.composite
-def _content(draw: st.DrawFn) -> str:
-    """A chunk of a document (overlapping others), maybe a rerun of it (a line changed), maybe
-    with the boilerplate line many chunks share."""
-    document = draw(st.sampled_from(_DOCUMENTS))
-    start = draw(st.integers(0, len(document) - 20))
-    if draw(st.booleans()):
-        start = document.rfind(" ", 0, start) + 1  # a chunk that starts at a word
-    text = document[start : start + draw(st.integers(20, 400))]
-    if draw(st.integers(0, 3)) == 0:
-        lines = text.split("\n")
-        at = draw(st.integers(0, len(lines) - 1))
-        lines[at] = draw(st.sampled_from(_WORDS)) + " changed " + lines[at]
-        text = "\n".join(lines)
-    if draw(st.booleans()):
-        text = _BOILERPLATE + text if draw(st.booleans()) else text + _BOILERPLATE
-    return text
-
-
-@st.composite
-def _item(draw: st.DrawFn, contents: list[str]) -> RetrievedItem:
-    """An item of a small id pool (so merges and evictions happen) and few metadata sets."""
-    reuses = bool(contents) and draw(st.booleans())
-    content = draw(st.sampled_from(contents)) if reuses else None
-    return make_item(
-        id=draw(st.sampled_from(_IDS)),
-        kind=draw(st.sampled_from(("chunk", "chunk", "tool"))),
-        salience=draw(st.sampled_from((0.1, 0.3, 0.5, 0.7, 0.9, 1.0))),
-        content=content if content is not None else draw(_content()),
-        attributes=draw(st.sampled_from(({}, {"lang": "go"}, {"lang": "go", "team": "web"}))),
-        tags=draw(st.sampled_from(([], ["a"], ["a", "b"]))),
-        created_at=T0 - draw(st.integers(0, 40)) * HOUR_MS,
-    )
-
-
-@st.composite
-def _stream(draw: st.DrawFn) -> list[Event | str]:
-    """Retrievals, finalizes (any order, budget, mode), ends and restores, over two
-    conversations, in growing event time."""
-    steps: list[Event | str] = []
-    contents: list[str] = []
-    ts = T0
-    for _ in range(draw(st.integers(6, 40))):
-        ts += draw(st.integers(0, 72)) * HOUR_MS  # priorities drift: items change places
-        cid = draw(st.sampled_from(("c-1", "c-1", "c-1", "c-2")))
-        kind = draw(st.sampled_from(("retrieval", "finalize", "finalize", "rare")))
-        if kind == "retrieval":
-            items = draw(st.lists(_item(contents), min_size=1, max_size=4))
-            contents += [item.content for item in items]
-            steps.append(make_retrieval(conversation_id=cid, ts=ts, items=items))
-        elif kind == "finalize":
-            steps.append(_finalize(draw, cid, ts))
-        elif draw(st.booleans()):
-            steps.append(_RESTORE)
-        elif draw(st.booleans()):
-            steps.append(End(conversation_id=cid, event_id="e", ts=ts))
-    return steps
-
-
-def _finalize(draw: st.DrawFn, cid: str, ts: int) -> Finalize:
-    fields: dict[str, Any] = {
-        "order": draw(st.sampled_from((None, None, "priority", "stable", "edges"))),
-        "max_tokens": draw(st.sampled_from((None, None, 80, 300, 900))),
-        "mode": draw(st.sampled_from((None, "full", "delta"))),
-        "history": draw(st.sampled_from((None, None, None, "reset"))),
-    }
-    return make_finalize(conversation_id=cid, ts=ts, **fields)
-
-
+@pytest.mark.parametrize("core", CORES)
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    stream=_stream(),
+    stream=streams(),
     max_items=st.sampled_from((3, 6, 12)),
     order=st.sampled_from(("priority", "stable", "edges")),
     mode=st.sampled_from(("full", "delta")),
 )
 def test_kept_learning_gives_the_bundles_of_finalizes_from_nothing(
-    stream: list[Event | str], max_items: int, order: Any, mode: Any
+    core: Core, stream: list[Event | str], max_items: int, order: Any, mode: Any
 ) -> None:
     config = BundleConfig(max_items=max_items, order=order, mode=mode, conversation_ttl_hours=None)
-    afresh = ContextProcessor(config, learning=Learning(0))
+    afresh = ContextProcessor(config, learning=Learning(0), core=core)
     learning = Learning()
-    kept = ContextProcessor(config, is_tracking_changes=True, learning=learning)
+    kept = ContextProcessor(config, is_tracking_changes=True, learning=learning, core=core)
     changelog = RestoredPartition()
     tokenizer = get_tokenizer()
     position = 0
     for step in stream:
-        if step == _RESTORE:  # the state dropped, rebuilt from the changelog by a new processor
+        if step == RESTORE:  # the state dropped, rebuilt from the changelog by a new processor
             kept.drop_learning()  # sharing the member's tables, as a partition that came back
             kept = ContextProcessor(
-                config, is_tracking_changes=True, memos=kept.memos, learning=learning
+                config, is_tracking_changes=True, memos=kept.memos, learning=learning, core=core
             )
             for cid, state, items, context in changelog.conversations():
                 kept.restore(cid, state, items, context)
@@ -184,7 +105,7 @@ def test_a_text_whose_source_moves_to_a_two_digit_number_is_planned_again() -> N
 def test_a_newcomer_that_a_held_text_continues_is_read_by_its_next_plan() -> None:
     # The held text starts with the end of the newcomer's first sentence (an overlapping chunk);
     # they share no whole line, so only the index's record of who holds its first words tells.
-    sentence = " ".join(_WORDS * 3) + "."
+    sentence = " ".join(WORDS * 3) + "."
     held = make_item(id="later", content=f"{sentence}\nits own line here\n", salience=0.5)
     newcomer = make_item(id="earlier", content=f"So {sentence}\nanother line\n", salience=0.9)
     processors = _twins(BundleConfig())
@@ -199,8 +120,8 @@ def test_a_newcomer_that_a_held_text_continues_is_read_by_its_next_plan() -> Non
 def test_a_newcomer_a_few_places_of_a_line_before_a_text_is_read_by_its_next_plan() -> None:
     # Three lines the reader holds, first held by `middle` alone, then also by a newcomer placed
     # before it: the reader's run of them now starts at the newcomer (the first of equal runs).
-    lines = "".join(f"{word} is a line that the reader repeats whole\n" for word in _WORDS[:3])
-    own = "".join(f"{word} stands on its own line here\n" for word in _WORDS[3:])
+    lines = "".join(f"{word} is a line that the reader repeats whole\n" for word in WORDS[:3])
+    own = "".join(f"{word} stands on its own line here\n" for word in WORDS[3:])
     held = [
         make_item(id="middle", content=f"{lines}the middle item ends here\n", salience=0.7),
         make_item(id="reader", content=f"the reader opens this way\n{lines}{own}", salience=0.5),
@@ -218,7 +139,7 @@ def test_a_newcomer_a_few_places_of_a_line_before_a_text_is_read_by_its_next_pla
 def test_a_plan_may_read_a_text_it_may_rerun_however_many_places_of_its_lines_between() -> None:
     # Nine texts hold the reader's lines after the first one: it is among the latest places of
     # none of them, yet it shares more than half of the reader's characters (a diff base).
-    lines = "".join(f"{word} is a line the reader holds as well\n" for word in _WORDS[:4])
+    lines = "".join(f"{word} is a line the reader holds as well\n" for word in WORDS[:4])
     texts = [f"{lines}text {n} closes here\n" for n in range(10)] + [f"the reader: {lines}"]
     index = TextIndex(Memos())
     order = [indexed.serial for indexed in index.add(texts)]
@@ -233,7 +154,7 @@ def test_a_window_renumbered_past_ten_counts_its_numbers_exactly() -> None:
     # entries cross from one digit to two.
     processor = ContextProcessor(BundleConfig(max_items=30))
     afresh = ContextProcessor(BundleConfig(max_items=30), learning=Learning(0))
-    document = _DOCUMENTS[0]
+    document = DOCUMENTS[0]
     for n in range(14):
         chunk = document[n * 40 : n * 40 + 160]
         item = make_item(id=f"document:{n}", content=chunk, salience=0.5 + n / 40)

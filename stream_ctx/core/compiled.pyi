@@ -1,0 +1,34 @@
+# The compiled core's interface (compiled.pyx): the reference's, from textindex.py and repeats.py.
+from collections.abc import Sequence
+
+from stream_ctx.core.memo import Memos
+from stream_ctx.core.plan import TextPlan
+from stream_ctx.core.textindex import Units
+
+def split_units(text: str) -> Units: ...
+
+class IndexedText:
+    serial: int
+    text: str
+    units: list[str]
+    starts: list[int]
+    marks: list[bool]
+    lead: str | None
+    shared: set[int]
+    continued_in: set[int]
+    leads: set[int]
+
+class TextIndex:
+    texts: dict[int, IndexedText]
+    equal: dict[str, list[int]]
+    def __init__(self, memos: Memos) -> None: ...
+    def add(self, texts: Sequence[str]) -> list[IndexedText]: ...
+    def remove(self, serial: int) -> None: ...
+
+class Planner:
+    at: dict[int, int]
+    texts: list[IndexedText]
+    widths: list[tuple[int, int]]
+    def __init__(self, index: TextIndex, order: Sequence[int], memos: Memos) -> None: ...
+    def plan(self, n: int) -> tuple[TextPlan, set[int]]: ...
+    def may_read(self, n: int, places: set[int], units: set[int]) -> bool: ...
