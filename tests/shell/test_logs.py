@@ -70,6 +70,7 @@ def test_log_json_makes_every_line_json_including_aiokafka_and_the_error() -> No
     start, *_, last = lines
     assert start["logger"] == "stream_ctx.cli"
     assert start["message"].startswith("starting stream-ctx ")
+    assert " (compiled core): " in start["message"]
     assert (start["brokers"], start["group_id"]) == ([servers], "g-7")
     assert start["input_topics"] == ["ctx.retrievals"]
     assert "config: built-in defaults + --bootstrap-servers + --group-id" in start["message"]
@@ -106,11 +107,11 @@ def test_bad_or_busy_metrics_port_is_one_line_and_exit_2(port: str) -> None:
     assert number in done.stderr
 
 
-def test_version_prints_the_package_version() -> None:
+def test_version_prints_the_package_version_and_the_core_it_runs() -> None:
     done = _stream_ctx("--version")
     assert (done.returncode, done.stdout) == (
         0,
-        f"stream-ctx {importlib.metadata.version('stream-ctx')}\n",
+        f"stream-ctx {importlib.metadata.version('stream-ctx')} (compiled core)\n",
     )
 
 
@@ -121,3 +122,21 @@ def test_json_formatter_writes_any_extra_value() -> None:
     line = json.loads(JsonFormatter().format(record))
     assert line["message"] == "sent 3"
     assert line["partition"].startswith("<object object at ")
+
+
+def test_without_the_compiled_core_run_says_so_once_and_goes_on(tmp_path: Path) -> None:
+    # An interpreter whose import of the compiled module fails, as an install built without a
+    # C++ compiler.
+    (tmp_path / "sitecustomize.py").write_text(
+        "import sys\nsys.modules['stream_ctx.core.compiled'] = None\n"
+    )
+    servers = f"127.0.0.1:{_closed_port()}"
+    done = _stream_ctx("run", "--bootstrap-servers", servers, PYTHONPATH=str(tmp_path))
+    assert done.returncode == 2  # the closed port, as with the compiled core
+    lines = done.stderr.splitlines()
+    assert any("starting stream-ctx" in line and "(python core)" in line for line in lines)
+    missing = [line for line in lines if "running the Python core" in line]
+    assert len(missing) == 1
+    assert "compiled core (stream_ctx.core.compiled) is not built" in missing[0]
+    version = _stream_ctx("--version", PYTHONPATH=str(tmp_path))
+    assert version.stdout.strip().endswith("(python core)")

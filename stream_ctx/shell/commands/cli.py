@@ -22,7 +22,7 @@ from stream_ctx.shell.commands import (
     tail,
 )
 from stream_ctx.shell.commands.logs import configure_logging
-from stream_ctx.shell.commands.subcommand import DescriptionFirstParser, version
+from stream_ctx.shell.commands.subcommand import DescriptionFirstParser, core_note, version
 
 __all__ = ("build_parser", "main")
 
@@ -71,7 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="stream-ctx", description="Turn retrieval events into lossless, token-counted bundles."
     )
-    parser.add_argument("--version", action="version", version=f"stream-ctx {version()}")
+    parser.add_argument(
+        "--version", action="version", version=f"stream-ctx {version()} ({core_note()})"
+    )
     commands = parser.add_subparsers(
         required=True, metavar="COMMAND", parser_class=DescriptionFirstParser
     )

@@ -20,7 +20,9 @@ from stream_ctx.settings import ENV_PREFIX, MetricsSettings, Settings, load_sett
 from stream_ctx.shell.commands.subcommand import (
     Commands,
     add_command,
+    core_note,
     log_options,
+    missing_core_reason,
     run_async,
     version,
     worker_count,
@@ -78,9 +80,10 @@ def _run(args: argparse.Namespace) -> int:
     settings = load_settings(args.config, overrides=overrides)
     kafka = settings.kafka
     _start_log.info(
-        "starting stream-ctx %s: brokers %s, input %s, output %s, dead letters %s, group %r;"
-        " config: %s",
+        "starting stream-ctx %s (%s): brokers %s, input %s, output %s, dead letters %s,"
+        " group %r; config: %s",
         version(),
+        core_note(),
         ",".join(kafka.servers),
         ",".join(kafka.input_topics),
         kafka.output_topic,
@@ -95,6 +98,11 @@ def _run(args: argparse.Namespace) -> int:
             "group_id": kafka.group_id,
         },
     )
+    missing = missing_core_reason()
+    if missing is not None:
+        _start_log.warning(
+            "running the Python core, the same bundles at a higher CPU cost: %s", missing
+        )
     if args.workers > 1:
         worker_argv = ["run", *_run_flags(args)]
         run = partial(

@@ -12,6 +12,7 @@ from typing import TypeAlias, TypeVar
 import anyio
 import anyio.abc
 
+from stream_ctx.core.engine import CoreUnavailableError, load_core
 from stream_ctx.errors import StreamCtxError
 
 __all__ = (
@@ -100,6 +101,20 @@ async def cancel_on_signal(
 def version() -> str:
     """The installed stream-ctx's version."""
     return importlib.metadata.version("stream-ctx")
+
+
+def core_note() -> str:
+    """Which core this install runs, as `--version` and the start line say it."""
+    return f"{load_core().name} core"
+
+
+def missing_core_reason() -> str | None:
+    """Why the compiled core does not run here (said once, at start), or None when it does."""
+    try:
+        load_core("compiled")
+    except CoreUnavailableError as error:
+        return str(error)
+    return None
 
 
 def worker_count(text: str) -> int:
