@@ -50,6 +50,8 @@ SETTING_NOTES: dict[str, str] = {
     "bundle.tokenizer": "the encoding every count is in (each bundle's `stats.tokenizer`)",
     "bundle.conversation_ttl_hours": "an event this long after its conversation's previous"
     " one starts the conversation afresh",
+    "bundle.core": "the compiled core where it was built (`auto`), or the Python reference;"
+    " both write the same bytes (`stream-ctx --version` says which runs)",
     "kafka.bootstrap_servers": 'a string (`"a:9092,b:9092"`) or a list',
     "kafka.group_id": "consumer group; instances with the same id share the partitions",
     "kafka.input_topics": "topics to read; each must exist when `run` starts",

@@ -10,9 +10,10 @@ from stream_ctx.core.events import BundleMode, RenderOrder
 from stream_ctx.core.tokenizer import EncodingName
 from stream_ctx.errors import ConfigError
 
-__all__ = ("PRESETS", "BundleConfig", "ContextFormat", "bundle_config_from_table")
+__all__ = ("PRESETS", "BundleConfig", "ContextFormat", "CoreChoice", "bundle_config_from_table")
 
 ContextFormat = Literal["lean"]
+CoreChoice = Literal["auto", "python", "compiled"]
 # The seed allows the two weights to drift this far from summing to 1.0.
 _WEIGHT_SUM_TOLERANCE = 0.2
 
@@ -32,6 +33,9 @@ class BundleConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     tokenizer: EncodingName = "cl100k_base"
     # A conversation whose next event comes more than this after its previous one starts afresh.
     conversation_ttl_hours: float | None = 24.0
+    # Which core plans contexts: the compiled one where it was built (auto), or the Python
+    # reference; both write the same bytes.
+    core: CoreChoice = "auto"
 
     def __post_init__(self) -> None:
         _check(self.max_items >= 1, "max_items", self.max_items, "an integer >= 1")

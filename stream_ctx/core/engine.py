@@ -8,14 +8,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, cast
 
+from stream_ctx.core.config import CoreChoice
 from stream_ctx.core.memo import Memos
 from stream_ctx.core.repeats import Planner
 from stream_ctx.core.textindex import TextIndex
 from stream_ctx.errors import StreamCtxError
 
-__all__ = ("PYTHON_CORE", "Core", "CoreChoice", "CoreUnavailableError", "load_core")
-
-CoreChoice = Literal["auto", "python", "compiled"]
+__all__ = ("PYTHON_CORE", "Core", "CoreUnavailableError", "load_core")
 
 _COMPILED_MODULE = "stream_ctx.core.compiled"  # named in the error where it is missing
 

@@ -108,7 +108,7 @@ class ContextProcessor:
         core: Core | None = None,
     ) -> None:
         self.config = config
-        self.core = core if core is not None else load_core()
+        self.core = core if core is not None else load_core(config.core)
         self.tokenizer = tokenizer if tokenizer is not None else get_tokenizer(config.tokenizer)
         self.memos = memos if memos is not None else Memos()
         self.conversations: dict[str, _Conversation] = {}

@@ -83,7 +83,7 @@ def _run(args: argparse.Namespace) -> int:
         "starting stream-ctx %s (%s): brokers %s, input %s, output %s, dead letters %s,"
         " group %r; config: %s",
         version(),
-        core_note(),
+        core_note(settings.bundle.core),
         ",".join(kafka.servers),
         ",".join(kafka.input_topics),
         kafka.output_topic,
@@ -98,7 +98,7 @@ def _run(args: argparse.Namespace) -> int:
             "group_id": kafka.group_id,
         },
     )
-    missing = missing_core_reason()
+    missing = missing_core_reason() if settings.bundle.core == "auto" else None
     if missing is not None:
         _start_log.warning(
             "running the Python core, the same bundles at a higher CPU cost: %s", missing

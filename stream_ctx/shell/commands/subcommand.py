@@ -12,6 +12,7 @@ from typing import TypeAlias, TypeVar
 import anyio
 import anyio.abc
 
+from stream_ctx.core.config import CoreChoice
 from stream_ctx.core.engine import CoreUnavailableError, load_core
 from stream_ctx.errors import StreamCtxError
 
@@ -103,9 +104,10 @@ def version() -> str:
     return importlib.metadata.version("stream-ctx")
 
 
-def core_note() -> str:
-    """Which core this install runs, as `--version` and the start line say it."""
-    return f"{load_core().name} core"
+def core_note(choice: CoreChoice = "auto") -> str:
+    """Which core `choice` runs in this install, as `--version` and the start line say it;
+    CoreUnavailableError when the compiled one is asked for and not built."""
+    return f"{load_core(choice).name} core"
 
 
 def missing_core_reason() -> str | None:
