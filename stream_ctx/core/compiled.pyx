@@ -19,30 +19,180 @@ from cython.operator cimport dereference as deref
 from bisect import bisect_right
 from itertools import accumulate
 
-from stream_ctx.core.plan import Ref, TextPlan
+from stream_ctx.core.plan import DIFF_LEAD, Ref, TextPlan
 from stream_ctx.core.repeats import (
     DIFF_PREFERENCE,
     MAX_CANDIDATES,
     MIN_DIFF_SHARE,
     MIN_PASSAGE_CHARS,
-    diff_cost,
+    MIN_SAVED_TOKENS,
+    SURELY_WORTH,
     diff_plan,
     is_word_end,
     is_word_start,
-    is_worth,
     joined_literals,
     narrowed,
-    pieces_cost,
 )
-from stream_ctx.core.quotes import QUOTES
+from stream_ctx.core.quotes import (
+    HEAD_STOP,
+    MAX_QUOTED_WORDS,
+    MIN_QUOTE_CHARS,
+    QUOTES,
+    TAIL_STOP,
+)
 from stream_ctx.core.rerun import RERUNS
 from stream_ctx.core.memo import Memo
 from stream_ctx.core.textindex import UNITS, lead_of
 
-__all__ = ("IndexedText", "Planner", "TextIndex", "split_units")
+__all__ = ("IndexedText", "Planner", "TextIndex", "choose_quotes", "rough_tokens", "split_units")
 
 cdef extern from "Python.h":
     bint Py_UNICODE_ISSPACE(Py_UCS4 ch)
+    bint Py_UNICODE_ISALNUM(Py_UCS4 ch)
+    bint Py_UNICODE_ISDECIMAL(Py_UCS4 ch)
+
+cdef Py_ssize_t _SURELY_WORTH = SURELY_WORTH
+cdef Py_ssize_t _MIN_SAVED_TOKENS = MIN_SAVED_TOKENS
+cdef Py_ssize_t _MIN_QUOTE_CHARS = MIN_QUOTE_CHARS
+cdef Py_ssize_t _MAX_QUOTED_WORDS = MAX_QUOTED_WORDS
+
+
+# Character classes of quotes.py's rough token pattern, as its regular expressions read them.
+cdef inline bint _is_word(Py_UCS4 c):
+    return Py_UNICODE_ISALNUM(c) or c == u"_"
+
+
+cdef inline bint _is_letter(Py_UCS4 c):
+    """[^\\W\\d_]: a word character that is no decimal digit and no underscore."""
+    return Py_UNICODE_ISALNUM(c) and not Py_UNICODE_ISDECIMAL(c)
+
+
+cpdef Py_ssize_t rough_tokens(str text):
+    """About how many tokens `text` costs: quotes.rough_tokens, the matches of
+    ` ?[^\\W\\d_]+| ?\\d{1,3}| ?[^\\w\\s]+| ?_+|\\s+` counted in one pass."""
+    cdef Py_ssize_t size = len(text), at = 0, count = 0, start, run
+    cdef Py_UCS4 c
+    while at < size:
+        start = at
+        if text[at] == u" " and at + 1 < size and not Py_UNICODE_ISSPACE(text[at + 1]):
+            at += 1  # a space joins the run after it (every non-blank char starts one)
+        c = text[at]
+        if _is_letter(c):
+            while at < size and _is_letter(text[at]):
+                at += 1
+        elif Py_UNICODE_ISDECIMAL(c):
+            run = 0
+            while at < size and run < 3 and Py_UNICODE_ISDECIMAL(text[at]):
+                at += 1
+                run += 1
+        elif c == u"_":
+            while at < size and text[at] == u"_":
+                at += 1
+        elif not Py_UNICODE_ISSPACE(c):
+            while at < size and not _is_word(text[at]) and not Py_UNICODE_ISSPACE(text[at]):
+                at += 1
+        else:
+            while at < size and Py_UNICODE_ISSPACE(text[at]):
+                at += 1
+        count += 1
+    return count
+
+
+cdef bint _is_worth(long k, str passage, str head, str tail):
+    """Whether a reference saves enough tokens over writing `passage` out (repeats.is_worth)."""
+    written = f'[§{k + 1} "{head}"…"{tail}"]' if head else f"[§{k + 1}]"
+    if len(passage) >= _SURELY_WORTH * len(written):
+        return True
+    return rough_tokens(passage) - rough_tokens(written) >= _MIN_SAVED_TOKENS
+
+
+cdef Py_ssize_t _pieces_cost(list pieces):
+    """repeats.pieces_cost: literal runs and references, roughly counted."""
+    cdef Py_ssize_t cost = 0
+    for piece in pieces:
+        if isinstance(piece, str):
+            cost += rough_tokens(piece)
+        else:
+            cost += rough_tokens(f'[§{piece.source + 1} "{piece.head}"…"{piece.tail}"]')
+    return cost
+
+
+cdef bint _is_spottable(str quote):
+    """A quote a person can spot: six characters, three letters or digits in a row."""
+    cdef Py_ssize_t run = 0
+    if len(quote) < _MIN_QUOTE_CHARS:
+        return False
+    for c in quote:
+        run = run + 1 if Py_UNICODE_ISALNUM(c) else 0
+        if run == 3:
+            return True
+    return False
+
+
+cdef list _word_bounds(str line, bint is_end):
+    """The ends (or starts) of `line`'s blank-separated words, in order."""
+    cdef Py_ssize_t at, size = len(line)
+    cdef bint is_blank = True
+    bounds = []
+    for at in range(size):
+        if Py_UNICODE_ISSPACE(line[at]):
+            if not is_blank and is_end:
+                bounds.append(at)
+            is_blank = True
+        else:
+            if is_blank and not is_end:
+                bounds.append(at)
+            is_blank = False
+    if not is_blank and is_end:
+        bounds.append(size)
+    return bounds
+
+
+def choose_quotes(str source, str passage):
+    """quotes.choose_quotes: the fewest first and last words of `passage` whose search in
+    `source` finds it, and where; None when none within its first and last line do."""
+    cdef Py_ssize_t start, end
+    if not passage or Py_UNICODE_ISSPACE(passage[0]) or Py_UNICODE_ISSPACE(passage[len(passage) - 1]):
+        return None
+    first_line_end = passage.find("\n")
+    first_line = passage if first_line_end < 0 else passage[:first_line_end]
+    last_line = passage[passage.rfind("\n") + 1 :]
+    for word_end in _word_bounds(first_line, True)[:_MAX_QUOTED_WORDS]:
+        head = first_line[:word_end]
+        if HEAD_STOP in f'"{head}"…' or not _is_spottable(head):
+            continue
+        start = source.find(head)
+        if not source.startswith(passage, start):
+            continue
+        end = start + len(passage)
+        around = source[max(start - 1, 0) : start] + source[end : end + 1]
+        for char in around:
+            if _is_word(char):
+                return None
+        return _tail_for(source, passage, start, head, last_line)
+    return None
+
+
+cdef object _tail_for(str source, str passage, Py_ssize_t start, str head, str last_line):
+    """The shortest tail that ends the search at the passage's end, the head found at `start`."""
+    cdef Py_ssize_t end = start + len(passage), found
+    starts = _word_bounds(last_line, False)
+    for word_start in reversed(starts[max(len(starts) - _MAX_QUOTED_WORDS, 0):]):
+        tail = last_line[word_start:]
+        if TAIL_STOP in tail:
+            return None
+        if not _is_spottable(tail):
+            continue
+        if len(head) + len(tail) > len(passage):
+            return None
+        found = source.find(tail, start + len(head))
+        if found + len(tail) == end:
+            return head, tail, start
+    return None
+
+
+_QUOTES = Memo(QUOTES.name, choose_quotes, QUOTES.limit)
+"""choose_quotes memoized, in the reference's table: both choose the same quotes."""
 
 cdef long _MAX_CANDIDATES = MAX_CANDIDATES
 
@@ -298,7 +448,7 @@ cdef class Planner:
         for serial, n in self.at.items():
             self._at[serial] = n
         self.texts = [index.texts[serial] for serial in order]
-        self._quotes = memos[QUOTES]
+        self._quotes = memos[_QUOTES]
         self._rerun = memos[RERUNS]
         self.widths = [(len(str(k)), len(str(k + 1))) for k in range(len(order))]
         self._read = set()
@@ -320,13 +470,14 @@ cdef class Planner:
                 read.add(k)
         self._read = read
         same = min(read, default=None)
-        if same is not None and is_worth(same, text, "", ""):
+        if same is not None and _is_worth(same, text, "", ""):
             return TextPlan([Ref(same, 0, len(text))]), read
         pieces = self._pieces(n, mine)
         base = self._diff_base(n, mine) if same is None else None
         if base is not None:
             diff = diff_plan(self._rerun, base, (<IndexedText>self.texts[base]).text, text)
-            if diff is not None and diff_cost(diff) <= DIFF_PREFERENCE * pieces_cost(pieces):
+            cost = rough_tokens(DIFF_LEAD.format(base) + diff.hunks) if diff is not None else 0
+            if diff is not None and cost <= DIFF_PREFERENCE * _pieces_cost(pieces):
                 return diff, read
         return TextPlan(pieces), read
 
@@ -580,9 +731,9 @@ cdef class Planner:
             return None
         source = (<IndexedText>self.texts[k]).text if k != n else text[:a]
         if k != n and passage == source:
-            return (Ref(k, 0, len(passage)), a, b) if is_worth(k, passage, "", "") else None
+            return (Ref(k, 0, len(passage)), a, b) if _is_worth(k, passage, "", "") else None
         quotes = self._quotes(source, passage)
-        if quotes is None or not is_worth(k, passage, quotes[0], quotes[1]):
+        if quotes is None or not _is_worth(k, passage, quotes[0], quotes[1]):
             return None
         head, tail, start = quotes
         return Ref(k, start, len(passage), head, tail), a, b

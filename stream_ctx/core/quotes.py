@@ -23,13 +23,13 @@ _WORD = re.compile(r"\S+")
 # space; close enough to choose between ways of writing a text, never used for a count.
 _TOKENISH = re.compile(r" ?[^\W\d_]+| ?\d{1,3}| ?[^\w\s]+| ?_+|\s+")
 # A quote a person can spot: this many characters, one word of three letters or digits.
-_MIN_QUOTE_CHARS = 6
+MIN_QUOTE_CHARS = 6
 _SPOTTABLE = re.compile(r"[^\W_]{3}")
 # Quotes of more words than this stop being a glance: the passage is written out instead.
-_MAX_QUOTED_WORDS = 12
+MAX_QUOTED_WORDS = 12
 # A quote that holds these would end the reference early when read back.
-_HEAD_STOP = '"…"'
-_TAIL_STOP = '"]'
+HEAD_STOP = '"…"'
+TAIL_STOP = '"]'
 
 
 def unit_ends(text: str) -> list[int]:
@@ -96,10 +96,10 @@ def _tail_for(
 
 def _heads(line: str) -> Iterator[str]:
     """Growing runs of `line`'s first words."""
-    ends = [m.end() for m in _WORD.finditer(line)][:_MAX_QUOTED_WORDS]
+    ends = [m.end() for m in _WORD.finditer(line)][:MAX_QUOTED_WORDS]
     for end in ends:
         head = line[:end]
-        if _HEAD_STOP in f'"{head}"…':  # as written, the reference would end it early
+        if HEAD_STOP in f'"{head}"…':  # as written, the reference would end it early
             continue
         if _is_spottable(head):
             yield head
@@ -107,14 +107,14 @@ def _heads(line: str) -> Iterator[str]:
 
 def _tails(line: str) -> Iterator[str]:
     """Growing runs of `line`'s last words."""
-    starts = [m.start() for m in _WORD.finditer(line)][::-1][:_MAX_QUOTED_WORDS]
+    starts = [m.start() for m in _WORD.finditer(line)][::-1][:MAX_QUOTED_WORDS]
     for start in starts:
         tail = line[start:]
-        if _TAIL_STOP in tail:
+        if TAIL_STOP in tail:
             return
         if _is_spottable(tail):
             yield tail
 
 
 def _is_spottable(quote: str) -> bool:
-    return len(quote) >= _MIN_QUOTE_CHARS and _SPOTTABLE.search(quote) is not None
+    return len(quote) >= MIN_QUOTE_CHARS and _SPOTTABLE.search(quote) is not None

@@ -29,6 +29,8 @@ __all__ = (
     "MAX_CANDIDATES",
     "MIN_DIFF_SHARE",
     "MIN_PASSAGE_CHARS",
+    "MIN_SAVED_TOKENS",
+    "SURELY_WORTH",
     "Planner",
     "diff_cost",
     "diff_plan",
@@ -46,10 +48,10 @@ MIN_DIFF_SHARE = 0.5
 # A passage shorter than this is written out: looking it up would cost the reader more.
 MIN_PASSAGE_CHARS = 24
 # A reference must save at least this many tokens (roughly counted) over the passage.
-_MIN_SAVED_TOKENS = 6
+MIN_SAVED_TOKENS = 6
 # A passage this many times as long as its reference is taken without pricing it: text of that
 # length costs far more than its reference (about 4 characters a token in prose and code).
-_SURELY_WORTH = 8
+SURELY_WORTH = 8
 # Only this many earlier places of a unit are tried as the start of a run (the latest ones).
 MAX_CANDIDATES = 8
 # How many units a passage may lose at either end to find quotable first and last lines.
@@ -386,9 +388,9 @@ def _ref_tokens(ref: Ref) -> int:
 def is_worth(k: int, passage: str, head: str, tail: str) -> bool:
     """Whether a reference saves enough tokens over writing `passage` out."""
     written = f'[§{k + 1} "{head}"…"{tail}"]' if head else f"[§{k + 1}]"
-    if len(passage) >= _SURELY_WORTH * len(written):
+    if len(passage) >= SURELY_WORTH * len(written):
         return True
-    return rough_tokens(passage) - rough_tokens(written) >= _MIN_SAVED_TOKENS
+    return rough_tokens(passage) - rough_tokens(written) >= MIN_SAVED_TOKENS
 
 
 def is_word_start(source: str, at: int, unit: str) -> bool:

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import stream_ctx.core
-from stream_ctx.core import compiled, textindex
+from stream_ctx.core import compiled, quotes, textindex
 from stream_ctx.core.codec import encode_bundle
 from stream_ctx.core.config import BundleConfig
 from stream_ctx.core.engine import PYTHON_CORE, CoreUnavailableError, load_core
@@ -46,6 +46,25 @@ def test_auto_falls_back_to_the_python_core_where_the_compiled_one_is_missing(
 @given(st.text(alphabet=st.sampled_from(list("ab .!?\"')]\t\n\u00a0\u2003xy")), max_size=40))
 def test_compiled_units_are_the_reference_units(text: str) -> None:
     assert compiled.split_units(text) == textindex.split_units(text)
+
+
+_TEXT = st.text(
+    alphabet=st.sampled_from(list("ab9_ .,!?\"')]…§\t\n\u00a0\u2003\u00bd\u0663é")), max_size=40
+)
+
+
+@given(_TEXT)
+def test_compiled_rough_counts_are_the_reference_counts(text: str) -> None:
+    assert compiled.rough_tokens(text) == quotes.rough_tokens(text)
+
+
+@given(source=_TEXT, start=st.integers(0, 40), size=st.integers(0, 40), prefix=_TEXT)
+def test_compiled_quotes_are_the_reference_quotes(
+    source: str, start: int, size: int, prefix: str
+) -> None:
+    source = prefix + source + prefix
+    passage = source[start : start + size]
+    assert compiled.choose_quotes(source, passage) == quotes.choose_quotes(source, passage)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
