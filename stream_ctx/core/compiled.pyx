@@ -40,11 +40,13 @@ from stream_ctx.core.quotes import (
     QUOTES,
     TAIL_STOP,
 )
-from stream_ctx.core.rerun import RERUNS
+from functools import partial
+
+from stream_ctx.core.rerun import RERUNS, rerun
 from stream_ctx.core.memo import Memo
 from stream_ctx.core.textindex import UNITS, lead_of
 
-__all__ = ("IndexedText", "Planner", "TextIndex", "choose_quotes", "rough_tokens", "split_units")
+__all__ = ("IndexedText", "LineMatcher", "Planner", "TextIndex", "choose_quotes", "rough_tokens", "split_units")
 
 cdef extern from "Python.h":
     bint Py_UNICODE_ISSPACE(Py_UCS4 ch)
@@ -255,6 +257,141 @@ _UNITS = Memo(UNITS.name, split_units, UNITS.limit)
 """split_units memoized, in the reference's table: both give the same units."""
 
 
+cdef class LineMatcher:
+    """difflib.SequenceMatcher(None, before, after, autojunk=False) over interned line ids: the
+    same matching blocks and grouped opcodes (rerun.LineMatcher)."""
+
+    cdef vector[long] a
+    cdef vector[long] b
+    cdef unordered_map[long, vector[Py_ssize_t]] b2j
+    cdef list _blocks
+    cdef list _opcodes
+
+    def __init__(self, list before, list after):
+        ids = {}
+        for line in before:
+            self.a.push_back(ids.setdefault(line, len(ids)))
+        for line in after:
+            self.b.push_back(ids.setdefault(line, len(ids)))
+        for j in range(<Py_ssize_t>self.b.size()):
+            self.b2j[self.b[j]].push_back(j)
+        self._blocks = None
+        self._opcodes = None
+
+    cdef tuple _longest(self, Py_ssize_t alo, Py_ssize_t ahi, Py_ssize_t blo, Py_ssize_t bhi):
+        """difflib's find_longest_match with no junk: the longest equal run, earliest in a,
+        then earliest in b."""
+        cdef Py_ssize_t besti = alo, bestj = blo, bestsize = 0, i, j, k
+        cdef unordered_map[Py_ssize_t, Py_ssize_t] j2len, fresh
+        cdef vector[Py_ssize_t]* places
+        for i in range(alo, ahi):
+            fresh.clear()
+            if self.b2j.count(self.a[i]):
+                places = &self.b2j[self.a[i]]
+                for j in places[0]:
+                    if j < blo:
+                        continue
+                    if j >= bhi:
+                        break
+                    it = j2len.find(j - 1)
+                    k = (deref(it).second if it != j2len.end() else 0) + 1
+                    fresh[j] = k
+                    if k > bestsize:
+                        besti, bestj, bestsize = i - k + 1, j - k + 1, k
+            j2len.swap(fresh)
+        while besti > alo and bestj > blo and self.a[besti - 1] == self.b[bestj - 1]:
+            besti, bestj, bestsize = besti - 1, bestj - 1, bestsize + 1
+        while (
+            besti + bestsize < ahi and bestj + bestsize < bhi
+            and self.a[besti + bestsize] == self.b[bestj + bestsize]
+        ):
+            bestsize += 1
+        return besti, bestj, bestsize
+
+    def get_matching_blocks(self):
+        """The equal runs (i, j, size), adjacent ones joined, then (len(a), len(b), 0)."""
+        cdef Py_ssize_t alo, ahi, blo, bhi, i, j, k, i1 = 0, j1 = 0, k1 = 0
+        if self._blocks is not None:
+            return self._blocks
+        queue = [(0, <Py_ssize_t>self.a.size(), 0, <Py_ssize_t>self.b.size())]
+        found = []
+        while queue:
+            alo, ahi, blo, bhi = queue.pop()
+            i, j, k = self._longest(alo, ahi, blo, bhi)
+            if k:
+                found.append((i, j, k))
+                if alo < i and blo < j:
+                    queue.append((alo, i, blo, j))
+                if i + k < ahi and j + k < bhi:
+                    queue.append((i + k, ahi, j + k, bhi))
+        found.sort()
+        blocks = []
+        for i, j, k in found:
+            if i1 + k1 == i and j1 + k1 == j:
+                k1 += k
+            else:
+                if k1:
+                    blocks.append((i1, j1, k1))
+                i1, j1, k1 = i, j, k
+        if k1:
+            blocks.append((i1, j1, k1))
+        blocks.append((<Py_ssize_t>self.a.size(), <Py_ssize_t>self.b.size(), 0))
+        self._blocks = blocks
+        return blocks
+
+    cdef list _opcodes_once(self):
+        """difflib's get_opcodes, kept: grouping trims its first and last run in place, and a
+        later grouping sees them trimmed, as difflib's does."""
+        cdef Py_ssize_t i = 0, j = 0, ai, bj, size
+        if self._opcodes is not None:
+            return self._opcodes
+        codes = []
+        for ai, bj, size in self.get_matching_blocks():
+            tag = ""
+            if i < ai and j < bj:
+                tag = "replace"
+            elif i < ai:
+                tag = "delete"
+            elif j < bj:
+                tag = "insert"
+            if tag:
+                codes.append((tag, i, ai, j, bj))
+            i, j = ai + size, bj + size
+            if size:
+                codes.append(("equal", ai, i, bj, j))
+        self._opcodes = codes
+        return codes
+
+    def get_grouped_opcodes(self, Py_ssize_t n):
+        """The changes with up to `n` equal lines around each, in groups (difflib's)."""
+        cdef Py_ssize_t i1, i2, j1, j2
+        codes = self._opcodes_once()
+        if not codes:
+            codes = [("equal", 0, 1, 0, 1)]
+        if codes[0][0] == "equal":
+            tag, i1, i2, j1, j2 = codes[0]
+            codes[0] = tag, max(i1, i2 - n), i2, max(j1, j2 - n), j2
+        if codes[len(codes) - 1][0] == "equal":
+            tag, i1, i2, j1, j2 = codes[len(codes) - 1]
+            codes[len(codes) - 1] = tag, i1, min(i2, i1 + n), j1, min(j2, j1 + n)
+        groups = []
+        group = []
+        for tag, i1, i2, j1, j2 in codes:
+            if tag == "equal" and i2 - i1 > n + n:
+                group.append((tag, i1, min(i2, i1 + n), j1, min(j2, j1 + n)))
+                groups.append(group)
+                group = []
+                i1, j1 = max(i1, i2 - n), max(j1, j2 - n)
+            group.append((tag, i1, i2, j1, j2))
+        if group and not (len(group) == 1 and group[0][0] == "equal"):
+            groups.append(group)
+        return groups
+
+
+_RERUNS = Memo(RERUNS.name, partial(rerun, matcher=LineMatcher), RERUNS.limit)
+"""rerun over the compiled line matcher, memoized in the reference's table: the same hunks."""
+
+
 cdef class IndexedText:
     """One held text (the reference's IndexedText), its units also as interned ids."""
 
@@ -449,7 +586,7 @@ cdef class Planner:
             self._at[serial] = n
         self.texts = [index.texts[serial] for serial in order]
         self._quotes = memos[_QUOTES]
-        self._rerun = memos[RERUNS]
+        self._rerun = memos[_RERUNS]
         self.widths = [(len(str(k)), len(str(k + 1))) for k in range(len(order))]
         self._read = set()
 

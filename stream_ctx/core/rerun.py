@@ -9,13 +9,23 @@ together in the earlier text, and replaced by its kept and added lines.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Protocol
 
 from stream_ctx.core.memo import Memo
 from stream_ctx.errors import StreamCtxError
 
-__all__ = ("HUNK_LEAD", "RERUNS", "HunkError", "Rerun", "apply_hunks", "rerun")
+__all__ = (
+    "HUNK_LEAD",
+    "RERUNS",
+    "HunkError",
+    "LineMatcher",
+    "Rerun",
+    "apply_hunks",
+    "line_matcher",
+    "rerun",
+)
 
 HUNK_LEAD = "@@"
 # Unchanged lines around each change, tried in turn until every hunk is found where it belongs.
@@ -35,16 +45,32 @@ class Rerun:
     kept: tuple[tuple[int, int, int], ...]
 
 
-def rerun(old: str, new: str) -> Rerun | None:
+class LineMatcher(Protocol):
+    """What a rerun reads of difflib.SequenceMatcher over two texts' lines (the compiled core
+    has a twin over interned line ids)."""
+
+    def get_matching_blocks(self) -> Iterable[tuple[int, int, int]]: ...
+
+    def get_grouped_opcodes(self, n: int) -> Iterable[list[tuple[str, int, int, int, int]]]: ...
+
+
+def line_matcher(before: list[str], after: list[str]) -> LineMatcher:
+    """difflib's matcher of two line lists, no line taken for junk."""
+    return difflib.SequenceMatcher(None, before, after, autojunk=False)
+
+
+def rerun(
+    old: str, new: str, *, matcher: Callable[[list[str], list[str]], LineMatcher] = line_matcher
+) -> Rerun | None:
     """`new` as hunks against `old` (lines joined by newlines), or None when no hunks with up
     to three unchanged lines around each change apply back to `new`."""
     before, after = old.split("\n"), new.split("\n")
-    matcher = difflib.SequenceMatcher(None, before, after, autojunk=False)
+    matched = matcher(before, after)
     for context in _CONTEXTS:
-        hunks = "\n".join(_hunk_lines(matcher.get_grouped_opcodes(context), before, after))
+        hunks = "\n".join(_hunk_lines(matched.get_grouped_opcodes(context), before, after))
         try:
             if apply_hunks(old, hunks) == new:
-                return Rerun(hunks, tuple(_kept(matcher, before, after, len(old), len(new))))
+                return Rerun(hunks, tuple(_kept(matched, before, after, len(old), len(new))))
         except HunkError:
             continue
     return None
@@ -68,7 +94,7 @@ def _hunk_lines(
 
 
 def _kept(
-    matcher: difflib.SequenceMatcher[str],
+    matcher: LineMatcher,
     before: list[str],
     after: list[str],
     old_size: int,

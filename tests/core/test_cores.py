@@ -4,6 +4,7 @@ Python core."""
 
 from __future__ import annotations
 
+import difflib
 import subprocess
 import sys
 from pathlib import Path
@@ -65,6 +66,19 @@ def test_compiled_quotes_are_the_reference_quotes(
     source = prefix + source + prefix
     passage = source[start : start + size]
     assert compiled.choose_quotes(source, passage) == quotes.choose_quotes(source, passage)
+
+
+_LINES = st.lists(st.sampled_from(["a", "b", "c", "d", ""]), max_size=14)
+
+
+@given(before=_LINES, after=_LINES)
+def test_compiled_line_matcher_is_difflibs(before: list[str], after: list[str]) -> None:
+    reference = difflib.SequenceMatcher(None, before, after, autojunk=False)
+    matcher = compiled.LineMatcher(before, after)
+    for context in (1, 2, 3):  # in turn on one matcher, as a rerun asks: difflib trims in place
+        expected = [list(group) for group in reference.get_grouped_opcodes(context)]
+        assert matcher.get_grouped_opcodes(context) == expected
+    assert matcher.get_matching_blocks() == [tuple(m) for m in reference.get_matching_blocks()]
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
