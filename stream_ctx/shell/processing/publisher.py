@@ -30,7 +30,7 @@ log = logging.getLogger("stream_ctx.runner")
 _RECORD_OVERHEAD_BYTES = 64 * 1024
 # Loop turns from send() to aiokafka's produce request (counted once against the embedded broker): 3
 # when the producer is idle; 7 when the answer to its previous request has arrived but is unread
-# (aiokafka sends one request at a time per broker), as after a finalize. A bundle gets 7.
+# (aiokafka sends one request at a time per broker), as after a finalize. A release gets 7.
 _SENDER_TURNS = 7
 
 
@@ -50,10 +50,11 @@ class Publisher:
         # Dead letters keep their input partition modulo this: the dead-letter topic's width,
         # set by the runner once the topics exist.
         self.dlq_partitions = 1
+        self._unreleased = 0
 
     async def bundle(self, bundle: Bundle, *, finalized_ms: int) -> asyncio.Future[object]:
-        """Send a bundle keyed by its conversation; return once it is on the wire, not after
-        the whole batch. `finalized_ms` is its finalize record's timestamp."""
+        """Send a bundle keyed by its conversation (on the wire at the next release()).
+        `finalized_ms` is its finalize record's timestamp."""
         self._stats.bundles += 1
         sent: asyncio.Future[object] = await self._clients.producer.send(
             self._settings.kafka.output_topic,
@@ -61,9 +62,16 @@ class Publisher:
             key=bundle.conversation_id.encode(),
         )
         sent.add_done_callback(partial(self._observe_published, bundle.stats, finalized_ms))
-        for _ in range(_SENDER_TURNS):
-            await asyncio.sleep(0)
+        self._unreleased += 1
         return sent
+
+    async def release(self) -> None:
+        """Let the producer put the bundles sent since the last release on the wire, in one
+        request per broker, before processing goes on."""
+        if self._unreleased:
+            self._unreleased = 0
+            for _ in range(_SENDER_TURNS):
+                await asyncio.sleep(0)
 
     async def dead_letter(
         self, record: ConsumerRecord[bytes, bytes], error: Exception
