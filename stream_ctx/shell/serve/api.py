@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from urllib.parse import quote
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import anyio
@@ -11,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
-from stream_ctx.errors import BrokerError, InvalidEventError, StreamCtxError
+from stream_ctx.errors import BrokerError, FinalizeRefusedError, InvalidEventError, StreamCtxError
 from stream_ctx.shell.serve.finalizer import Finalizer, FinalizeTimeoutError
 from stream_ctx.shell.serve.openapi import openapi_document
 from stream_ctx.shell.serve.store import Kept
@@ -32,6 +33,8 @@ _STREAM_MAX_FRAMES = 100_000
 _encoder = msgspec.json.Encoder()
 _request_decoder = msgspec.json.Decoder(FinalizeRequest)
 _BASE = "/v1/conversations/{conversation_id:path}"
+# Printable ASCII an entity tag may hold as it is (not `"`, `%`, a space or a backslash).
+_ID_SAFE = "!#$&'()*+,/:;=?@[]^`{|}~<>"
 _Handler = Callable[[Request, str], Awaitable[Response]]
 _Endpoint = Callable[[Request], Awaitable[Response]]
 
@@ -101,7 +104,7 @@ class HttpApi:
         if shape not in ("json", "context"):
             raise RequestError(400, f"`format` must be 'json' or 'context', got {shape!r}")
         kept = self._held(cid, self.view.store.latest(cid))
-        etag = f'"{kept.head.bundle_id}"'
+        etag = _etag(kept)
         if _matches(request.headers.get("if-none-match"), etag):
             return Response(status_code=304, headers={"ETag": etag})
         if shape == "context":
@@ -129,6 +132,8 @@ class HttpApi:
                 history=body.history,
                 request_id=body.request_id,
             )
+        except FinalizeRefusedError as exc:
+            raise RequestError(404 if exc.reason == "unknown" else 409, str(exc)) from exc
         except InvalidEventError as exc:
             raise RequestError(400, str(exc)) from exc
         except DuplicateRequestError as exc:
@@ -160,7 +165,7 @@ class HttpApi:
                     yield b": keepalive\n\n"
                     continue
                 yield b"id: %s\nevent: bundle\ndata: %s\n\n" % (
-                    kept.head.bundle_id.encode(),
+                    _encoded_id(kept).encode(),
                     kept.raw,
                 )
 
@@ -204,12 +209,22 @@ def _matches(if_none_match: str | None, etag: str) -> bool:
     return "*" in tags or etag in tags
 
 
+def _encoded_id(kept: Kept) -> str:
+    """The bundle id percent-encoded past printable ASCII, quotes and percent signs: headers
+    and event-stream lines carry any Unicode id this way (`c-1:2` stays as it is)."""
+    return quote(kept.head.bundle_id, safe=_ID_SAFE)
+
+
+def _etag(kept: Kept) -> str:
+    return f'"{_encoded_id(kept)}"'
+
+
 def _cache_headers(etag: str) -> dict[str, str]:
     return {"ETag": etag, "Cache-Control": "no-cache"}
 
 
 def _bundle_response(kept: Kept) -> Response:
-    headers = _cache_headers(f'"{kept.head.bundle_id}"')
+    headers = _cache_headers(_etag(kept))
     return Response(kept.raw, media_type="application/json", headers=headers)
 
 
