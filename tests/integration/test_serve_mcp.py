@@ -206,3 +206,47 @@ async def test_legacy_host_on_an_earlier_protocol_subscribes_and_is_notified(sta
             await notified.wait()
     assert not called.is_error, called
     assert updates[0] == context_uri(cid)
+
+
+async def test_unknown_or_ended_conversations_are_tool_errors_and_unicode_ids_work(
+    stack: Stack,
+) -> None:
+    unicode_id, ended = 'Gespräch "α/β" 会話 💬 100%', "mcp-ended"
+    with anyio.fail_after(TEST_TIMEOUT_S):
+        await stack.retrieve(unicode_id)
+        await stack.retrieve(ended)
+        settings = stack.serve_settings(finalize_timeout_s=REQUEST_TIMEOUT_S)
+        async with serving(settings) as running, Client(f"{running.base_url}/mcp") as client:
+            unknown = await client.call_tool("get_context", {"conversation_id": "nope"})
+            good = await client.call_tool("get_context", {"conversation_id": ended})
+            await stack.end(ended)
+            after_end = await client.call_tool("get_context", {"conversation_id": ended})
+            read_ended = await client.read_resource(context_uri(ended))
+            called = await client.call_tool("get_context", {"conversation_id": unicode_id})
+            read = await client.read_resource(context_uri(unicode_id))
+            assert running.view.store.latest("nope") is None
+    assert unknown.is_error
+    assert _texts(unknown.content)[0].endswith(
+        ": finalize refused: conversation 'nope' has no events; send a retrieval to start it"
+    )
+    assert after_end.is_error
+    assert "conversation 'mcp-ended' has ended" in _texts(after_end.content)[0]
+    # The last good context stays the one read.
+    assert [c.text for c in read_ended.contents] == _texts(good.content)[-1:]  # type: ignore[union-attr]
+    assert not called.is_error, called
+    context = _texts(called.content)[-1]
+    assert f"on {unicode_id}" in context
+    assert [c.text for c in read.contents] == [context]  # type: ignore[union-attr]
+
+
+async def test_every_tool_parameter_is_described_and_delta_says_when(stack: Stack) -> None:
+    with anyio.fail_after(TEST_TIMEOUT_S):
+        async with serving(stack.serve_settings()) as running:
+            async with Client(f"{running.base_url}/mcp") as client:
+                (tool,) = (await client.list_tools()).tools
+    properties = tool.input_schema["properties"]
+    assert set(properties) == {"conversation_id", "max_tokens", "mode", "order", "include_guide"}
+    for name, schema in properties.items():
+        assert len(schema.get("description", "")) > 40, name
+    assert "'delta'" in properties["mode"]["description"]
+    assert "Use mode 'delta' when" in (tool.description or "")
