@@ -211,7 +211,7 @@ async def test_legacy_host_on_an_earlier_protocol_subscribes_and_is_notified(sta
 async def test_unknown_or_ended_conversations_are_tool_errors_and_unicode_ids_work(
     stack: Stack,
 ) -> None:
-    unicode_id, ended = 'Gespräch "α/β" 会話 💬 100%', "mcp-ended"
+    unicode_id, ended = 'Gespräch "λ/ж" 会話 💬 100%', "mcp-ended"
     with anyio.fail_after(TEST_TIMEOUT_S):
         await stack.retrieve(unicode_id)
         await stack.retrieve(ended)

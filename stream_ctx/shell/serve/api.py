@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import logging
-from urllib.parse import quote
 from collections.abc import AsyncIterator, Awaitable, Callable
+from urllib.parse import quote
 
 import anyio
 import msgspec
