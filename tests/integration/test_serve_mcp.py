@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -19,6 +20,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types import ResourceUpdatedNotification, TextContent
 
 import stream_ctx
+from stream_ctx.shell.commands.cli import main
 from stream_ctx.shell.kafka.embedded import EmbeddedBroker
 from stream_ctx.shell.serve.agent import context_uri
 from stream_ctx.shell.serve.service import serving
@@ -28,6 +30,7 @@ from tests.integration.serve_stack import Stack, start_stack
 REQUEST_TIMEOUT_S = 30.0
 TEST_TIMEOUT_S = 90.0
 TOKEN_A, TOKEN_B = "token-of-tenant-a-0001", "token-of-tenant-b-0002"
+_ROOT = Path(__file__).resolve().parents[2]
 TENANTS = {
     "a": {"token": TOKEN_A, "prefixes": ["a:"]},
     "b": {"token": TOKEN_B, "prefixes": ["b:"]},
@@ -250,3 +253,37 @@ async def test_every_tool_parameter_is_described_and_delta_says_when(stack: Stac
         assert len(schema.get("description", "")) > 40, name
     assert "'delta'" in properties["mode"]["description"]
     assert "Use mode 'delta' when" in (tool.description or "")
+
+
+async def test_host_configs_as_documented_launch_serve_for_an_mcp_client(
+    stack: Stack, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The repository's `.mcp.json` (relative paths, started at its root) and the entry
+    `serve --mcp-config` prints (absolute paths, started anywhere), as a host launches them."""
+    root = _ROOT
+    assert main(["serve", "--config", str(root / "configs/stream-ctx.toml"), "--mcp-config"]) == 0
+    printed = json.loads(capsys.readouterr().out)["mcpServers"]["stream-ctx"]
+    project = json.loads((root / ".mcp.json").read_text())["mcpServers"]["stream-ctx"]
+    kafka = stack.settings.kafka
+    # The test broker's address and topics; a host passes the rest of its environment as is.
+    environ = {
+        "PATH": "/usr/bin:/bin",
+        "STREAM_CTX_KAFKA_BOOTSTRAP_SERVERS": kafka.servers[0],
+        "STREAM_CTX_KAFKA_INPUT_TOPICS": ",".join(kafka.input_topics),
+        "STREAM_CTX_KAFKA_OUTPUT_TOPIC": kafka.output_topic,
+        "STREAM_CTX_KAFKA_DLQ_TOPIC": kafka.dlq_topic,
+    }
+    cid = "mcp-host-config"
+    answers = []
+    with anyio.fail_after(TEST_TIMEOUT_S):
+        await stack.retrieve(cid)
+        for entry, cwd in ((project, root), (printed, tmp_path)):
+            command = StdioServerParameters(
+                command=entry["command"], args=entry["args"], env=environ, cwd=cwd
+            )
+            async with Client(command) as client:
+                answers.append(await client.call_tool("get_context", {"conversation_id": cid}))
+    assert Path(printed["command"]).is_absolute()
+    for called in answers:
+        assert not called.is_error, called
+        assert "passage 1 of turn 0" in _texts(called.content)[-1]
