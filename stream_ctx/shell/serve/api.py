@@ -18,7 +18,13 @@ from stream_ctx.shell.serve.openapi import openapi_document
 from stream_ctx.shell.serve.store import Kept
 from stream_ctx.shell.serve.tenant import Tenants
 from stream_ctx.shell.serve.view import BundleView, DuplicateRequestError
-from stream_ctx.shell.serve.wire import ErrorBody, FinalizeRequest, describe_error
+from stream_ctx.shell.serve.wire import (
+    ConversationList,
+    ErrorBody,
+    FinalizeRequest,
+    HeldConversation,
+    describe_error,
+)
 
 __all__ = ("HttpApi", "RequestError")
 
@@ -30,6 +36,8 @@ _STREAM_MAX_S = 3600.0
 _KEEPALIVE_S = 15.0
 # Frames one stream may send before it ends: at one per keepalive, more than _STREAM_MAX_S holds.
 _STREAM_MAX_FRAMES = 100_000
+# Conversations one GET /v1/conversations lists by default, and at most (`?limit=`).
+_LIST_DEFAULT, _LIST_MAX = 100, 10_000
 _encoder = msgspec.json.Encoder()
 _request_decoder = msgspec.json.Decoder(FinalizeRequest)
 _BASE = "/v1/conversations/{conversation_id:path}"
@@ -66,6 +74,7 @@ class HttpApi:
             Route("/v1/openapi.json", self._openapi_json, methods=["GET"]),
             Route("/healthz", self._healthz, methods=["GET", "HEAD"]),
             Route("/readyz", self._readyz, methods=["GET", "HEAD"]),
+            Route("/v1/conversations", self._list, methods=["GET"]),
             Route(f"{_BASE}/bundle", self._guarded(self._latest), methods=["GET", "HEAD"]),
             Route(f"{_BASE}/bundles/stream", self._guarded(self._stream), methods=["GET"]),
             Route(f"{_BASE}/bundles/{{seq}}", self._guarded(self._by_seq), methods=["GET"]),
@@ -98,6 +107,26 @@ class HttpApi:
             return PlainTextResponse("ready\n")
         text = f"rebuilding: {done.records_read}/{done.records_total} records\n"
         return PlainTextResponse(text, 503, headers={"Retry-After": "1"})
+
+    async def _list(self, request: Request) -> Response:
+        """Held conversations the caller may read, by id: an unknown token sees none."""
+        try:
+            prefix = request.query_params.get("prefix", "")
+            limit = _limit(request.query_params.get("limit"))
+        except RequestError as exc:
+            return _error(exc.status, str(exc), exc.headers)
+        authorization = request.headers.get("authorization")
+        held = sorted(
+            (
+                HeldConversation(h.conversation_id, h.bundle_id, h.seq)
+                for h in self.view.store.heads()
+                if h.conversation_id.startswith(prefix)
+                and self.tenants.may_read(authorization, h.conversation_id)
+            ),
+            key=lambda h: h.conversation_id,
+        )
+        body = ConversationList(held[:limit], is_truncated=len(held) > limit)
+        return Response(_encoder.encode(body), media_type="application/json")
 
     async def _latest(self, request: Request, cid: str) -> Response:
         shape = request.query_params.get("format", "json")
@@ -195,6 +224,14 @@ class HttpApi:
                 headers={"Retry-After": "1"},
             )
         raise _unknown(cid)
+
+
+def _limit(text: str | None) -> int:
+    if text is None:
+        return _LIST_DEFAULT
+    if not text.isdigit() or not 1 <= int(text) <= _LIST_MAX:
+        raise RequestError(400, f"`limit` must be an integer in [1, {_LIST_MAX}], got {text!r}")
+    return int(text)
 
 
 def _unknown(cid: str) -> RequestError:
