@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from urllib.parse import quote
@@ -14,6 +16,7 @@ import pytest
 from stream_ctx.core.bundle import Bundle
 from stream_ctx.errors import ConfigError
 from stream_ctx.shell.commands.cli import main
+from stream_ctx.shell.commands.tail import tail_bundles
 from stream_ctx.shell.kafka.embedded import EmbeddedBroker
 from stream_ctx.shell.serve.service import serving
 from tests.integration.serve_stack import Stack, start_stack
@@ -268,6 +271,17 @@ async def test_finalize_of_an_unknown_ended_or_expired_conversation_is_refused_s
             ]
             await stack.retrieve(ended, turn=1)
             again = await http.post(f"/v1/conversations/{ended}/finalize")
+        # The operator's view of the same: `tail --topic` on the dead-letter topic.
+        lines = io.StringIO()
+        dlq = stack.settings.kafka.dlq_topic
+        await tail_bundles(
+            stack.settings,
+            out=lines,
+            err=io.StringIO(),
+            topic=dlq,
+            from_beginning=True,
+            max_bundles=3,
+        )
     assert refused["http-nope"].status_code == 404
     assert refused["http-nope"].json()["error"] == (
         "finalize refused: conversation 'http-nope' has no events; send a retrieval to start it"
@@ -284,6 +298,15 @@ async def test_finalize_of_an_unknown_ended_or_expired_conversation_is_refused_s
     first, second = (msgspec.json.decode(r.content, type=Bundle) for r in (good, again))
     assert (first.bundle_id, second.bundle_id) == (f"{ended}:1", f"{ended}:2")
     assert "turn 1" in second.context and "turn 0" not in second.context
+    shown = lines.getvalue()
+    source = re.escape(stack.settings.kafka.input_topics[0])
+    assert re.search(
+        rf"^{re.escape(dlq)}/\d@\d+ dead letter from {source}/\d@\d+: FinalizeRefusedError:"
+        r" finalize refused: conversation 'http-nope' has no events",
+        shown,
+        re.MULTILINE,
+    ), shown
+    assert shown.count(" dead letter from ") == 3
 
 
 async def test_any_unicode_conversation_id_is_served_with_an_encoded_etag(stack: Stack) -> None:
