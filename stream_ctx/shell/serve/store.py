@@ -59,8 +59,8 @@ class BundleStore:
         a repeat is byte-identical).
 
         The newest is the last to arrive: one conversation's bundles share a partition, so
-        arrival order is the processor's order. Seq, and so the bundle id, restarts when a
-        conversation ends and its id is used again: same id with other bytes is a new bundle.
+        arrival order is the processor's order. An id with other bytes is a new bundle (a
+        topic written before restarted conversations numbered on holds such repeats).
         """
         cid = kept.head.conversation_id
         bundles = self._held.get(cid, ())
