@@ -6,6 +6,7 @@ __all__ = (
     "BrokerError",
     "ConfigError",
     "ConversationReleasedError",
+    "FinalizeRefusedError",
     "InvalidEventError",
     "MissingTopicError",
     "ShutdownTimeoutError",
@@ -30,6 +31,29 @@ class InvalidEventError(StreamCtxError):
     def __init__(self, message: str, *, path: str | None = None) -> None:
         super().__init__(message)
         self.path = path
+
+
+class FinalizeRefusedError(InvalidEventError):
+    """A finalize of a conversation with no window at its time: never seen, ended or expired.
+
+    No bundle answers it (an empty one would replace the last good context) and no state is
+    created; `reason` is "unknown", "ended" or "expired" (dead-letter header
+    `stream-ctx.errors.refused`).
+    """
+
+    def __init__(self, conversation_id: str, reason: str) -> None:
+        what = {
+            "unknown": "has no events",
+            "ended": "has ended (an `end` event, or it expired before a restart)",
+            "expired": "expired (no event within `bundle.conversation_ttl_hours`)",
+        }.get(reason, f"was refused ({reason})")
+        super().__init__(
+            f"finalize refused: conversation {conversation_id!r} {what}; send a retrieval to"
+            " start it",
+            path="$.conversation_id",
+        )
+        self.conversation_id = conversation_id
+        self.reason = reason
 
 
 class ConversationReleasedError(StreamCtxError):

@@ -12,7 +12,7 @@ from typing import Literal
 
 import msgspec
 
-__all__ = ("Invalid", "byte_offset", "invalid", "is_truncated", "path_steps")
+__all__ = ("Invalid", "byte_offset", "invalid", "is_truncated", "path_steps", "without_type")
 
 _AT = re.compile(r" - at `\$(?P<path>[^`]*)`$")
 _CHOICE = "Invalid enum value"
@@ -61,7 +61,7 @@ def invalid(exc: msgspec.ValidationError, document: object) -> Invalid:
     message = str(exc)
     at = _AT.search(message)
     path = at.group("path") if at else ""
-    problem = _GOT_TYPE.sub("", message[: at.start()] if at else message)
+    problem = without_type(message[: at.start()] if at else message)
     for pattern, kind in _FIELD_PROBLEMS:
         found = pattern.match(problem)
         if found:
@@ -70,6 +70,11 @@ def invalid(exc: msgspec.ValidationError, document: object) -> Invalid:
     steps = path_steps(path)
     kind = "choice" if problem.startswith(_CHOICE) else "value"
     return Invalid(_shown(steps), problem, _value_at(document, steps), kind)
+
+
+def without_type(problem: str) -> str:
+    """msgspec's problem without its trailing ", got `str`": a message shows the value instead."""
+    return _GOT_TYPE.sub("", problem)
 
 
 def path_steps(path: str) -> list[str | int]:

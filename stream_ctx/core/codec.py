@@ -9,6 +9,7 @@ import msgspec
 from stream_ctx.core.bundle import Bundle
 from stream_ctx.core.events import Event
 from stream_ctx.errors import InvalidEventError
+from stream_ctx.validation import without_type
 
 __all__ = ("decode_event", "encode_bundle")
 
@@ -41,7 +42,7 @@ def _describe(message: str, data: bytes) -> InvalidEventError:
     """Rewrite msgspec's message as "`items[2].salience` ..., got 7" using the raw document."""
     found = _PATH.search(message)
     path = found.group("path") if found else ""
-    reason = message[: found.start()] if found else message
+    reason = without_type(message[: found.start()] if found else message)
     missing = _MISSING.match(reason)
     if missing:
         field = f"{path}.{missing.group('field')}".lstrip(".")

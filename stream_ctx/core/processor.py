@@ -31,7 +31,7 @@ from stream_ctx.core.learning import Learned, Learning
 from stream_ctx.core.memo import Memos
 from stream_ctx.core.prefix import pack_context, unpack_context
 from stream_ctx.core.tokenizer import Tokenizer, get_tokenizer
-from stream_ctx.errors import ConversationReleasedError
+from stream_ctx.errors import ConversationReleasedError, FinalizeRefusedError
 
 __all__ = ("ContextProcessor", "ItemEvent", "ItemOutcomes")
 
@@ -81,6 +81,16 @@ class _Conversation:
 
 
 @dataclass(frozen=True, slots=True)
+class _Gone:
+    """An ended or expired conversation: where it closed, its last bundle's seq (a restart
+    numbers on from it) and why ("ended" or "expired")."""
+
+    position: int
+    seq: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class _Released:
     """What stays in memory of an idle conversation released on stream time: enough to restart
     or end it; a late event within the TTL needs its full state restored first."""
@@ -89,6 +99,7 @@ class _Released:
     position: int
     keys: tuple[ItemKey, ...]
     context_seq: int | None
+    seq: int
 
 
 class ContextProcessor:
@@ -117,7 +128,7 @@ class ContextProcessor:
         self._last_position = -1
         self._released: dict[str, _Released] = {}
         self._dormant: dict[str, Callable[[], Restored]] = {}
-        self._ended_at: dict[str, int] = {}
+        self._gone: dict[str, _Gone] = {}
         self._is_tracking = is_tracking_changes
         self._changes: dict[str, ConversationChange] = {}
         self._outcomes = ItemOutcomes()
@@ -134,10 +145,10 @@ class ContextProcessor:
         if load is not None:
             self.restore(cid, *load())
         conv = self.conversations.get(cid)
-        floor = conv.position if conv is not None else self._ended_at.get(cid)
+        gone = self._gone.get(cid)
+        floor = conv.position if conv is not None else gone.position if gone else None
         if floor is not None and position <= floor:
             return None
-        self._ended_at.pop(cid, None)
         ttl_ms = self.config.conversation_ttl_ms
         released = self._released.get(cid)
         if released is not None:
@@ -155,11 +166,20 @@ class ContextProcessor:
         if isinstance(event, End):
             if conv is not None:
                 self._close(cid, conv, position, is_ended=True)
-            self._ended_at[cid] = position  # also when it had expired, or was never seen
+            gone = self._gone.get(cid)
+            # also when it had expired, or was never seen
+            self._gone[cid] = _Gone(position, gone.seq if gone else 0, "ended")
             return None
         if conv is None:
+            gone = self._gone.get(cid)
+            if isinstance(event, Finalize):
+                # No window to answer from: an empty bundle would replace the last good one.
+                raise FinalizeRefusedError(cid, gone.reason if gone else "unknown")
+            # Seq goes on from the last incarnation's, so bundle ids never repeat.
+            self._gone.pop(cid, None)
+            counters = WindowCounters(seq=gone.seq if gone else 0)
             conv = self.conversations[cid] = _Conversation(
-                BundleAccumulator(self.config), event.ts, position
+                BundleAccumulator(self.config, counters=counters), event.ts, position
             )
         conv.last_ts, conv.position = event.ts, position
         change = self._change(cid, conv)
@@ -195,9 +215,11 @@ class ContextProcessor:
         self._released.pop(conversation_id, None)
         self._learning.drop([conversation_id])
         if state.is_ended:
-            self._ended_at[conversation_id] = state.position
+            seq = state.counters.seq
+            self._gone[conversation_id] = _Gone(state.position, seq, "ended")
             self.conversations.pop(conversation_id, None)
             return
+        self._gone.pop(conversation_id, None)
         window = BundleAccumulator(self.config, counters=state.counters, items=items)
         sent = pack_sent(state.sent) if state.sent is not None else None
         self.conversations[conversation_id] = _Conversation(
@@ -229,7 +251,9 @@ class ContextProcessor:
             self._learning.drop([cid])
             keys = tuple((it.id, it.revision) for it in conv.window.items.values())
             seq = conv.window.counters.seq if conv.previous_context is not None else None
-            self._released[cid] = _Released(conv.last_ts, conv.position, keys, seq)
+            self._released[cid] = _Released(
+                conv.last_ts, conv.position, keys, seq, conv.window.counters.seq
+            )
         return len(idle)
 
     def forget(self, conversation_ids: Iterable[str]) -> None:
@@ -238,7 +262,7 @@ class ContextProcessor:
             self.conversations.pop(cid, None)
             self._dormant.pop(cid, None)
             self._released.pop(cid, None)
-            self._ended_at.pop(cid, None)
+            self._gone.pop(cid, None)
             self._changes.pop(cid, None)
             self._learning.drop([cid])
 
@@ -340,18 +364,20 @@ class ContextProcessor:
         self._learning.drop([cid])
         keys = tuple((it.id, it.revision) for it in conv.window.items.values())
         seq = conv.window.counters.seq if conv.previous_context is not None else None
-        self._discard(
-            cid, _Released(conv.last_ts, conv.position, keys, seq), position, is_ended=is_ended
-        )
+        gone = _Released(conv.last_ts, conv.position, keys, seq, conv.window.counters.seq)
+        self._discard(cid, gone, position, is_ended=is_ended)
 
     def _discard(self, cid: str, gone: _Released, position: int, *, is_ended: bool) -> None:
-        """Tombstone a conversation's records; an end leaves an "ended at `position`" state."""
-        if is_ended:
-            self._ended_at[cid] = position
+        """Tombstone a conversation's records, leaving a "closed at `position`" state that
+        keeps its seq."""
+        self._gone[cid] = _Gone(position, gone.seq, "ended" if is_ended else "expired")
         if not self._is_tracking:
             return
         marker = ConversationState(
-            counters=WindowCounters(), last_ts=gone.last_ts, position=position, is_ended=True
+            counters=WindowCounters(seq=gone.seq),
+            last_ts=gone.last_ts,
+            position=position,
+            is_ended=True,
         )
         change = self._changes.setdefault(cid, ConversationChange(cid, marker))
         for key in gone.keys:

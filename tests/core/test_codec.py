@@ -198,7 +198,7 @@ def test_truncated_json_after_a_wrong_type_is_an_invalid_event(data: bytes) -> N
 def test_non_object_event_is_reported_at_the_root() -> None:
     with pytest.raises(InvalidEventError) as info:
         decode_event(b"[1, 2]")
-    assert str(info.value) == "`$`: Expected `object`, got `array`, got [1, 2]"
+    assert str(info.value) == "`$`: Expected `object`, got [1, 2]"
     assert info.value.path == "$"
 
 
@@ -218,7 +218,7 @@ def test_bad_value_in_a_mapping_names_its_key_and_reads_exactly() -> None:
     bad = _retrieval(attributes={"language": "go", "size": 5, "n": 6})
     with pytest.raises(InvalidEventError) as info:
         decode_event(_encode(bad))
-    assert str(info.value) == '`items[0].attributes["size"]`: Expected `str`, got `int`, got 5'
+    assert str(info.value) == '`items[0].attributes["size"]`: Expected `str`, got 5'
     assert info.value.path == '$.items[0].attributes["size"]'
 
 
@@ -229,7 +229,7 @@ def test_a_long_value_is_cut_past_120_characters(length: int, is_cut: bool) -> N
         decode_event(_encode(_retrieval(salience=text)))
     shown = repr(text)[:120] + "..." if is_cut else repr(text)
     assert len(repr(text)) == length + 2
-    assert str(info.value) == f"`items[0].salience`: Expected `float`, got `str`, got {shown}"
+    assert str(info.value) == f"`items[0].salience`: Expected `float`, got {shown}"
 
 
 def test_invalid_event_error_is_a_stream_ctx_error() -> None:

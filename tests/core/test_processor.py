@@ -17,6 +17,7 @@ from stream_ctx.core.config import BundleConfig, ContextFormat
 from stream_ctx.core.events import Event, RenderOrder, RetrievedItem
 from stream_ctx.core.processor import ContextProcessor
 from stream_ctx.core.tokenizer import TiktokenTokenizer, get_tokenizer
+from stream_ctx.errors import FinalizeRefusedError
 from stream_ctx.workload import WorkloadShape, generate
 from tests.factories import (
     DAY_MS,
@@ -287,21 +288,27 @@ def test_processor_budget_takes_items_greedily_in_priority_order(
 # End, TTL, positions -----------------------------------------------------------------------------
 
 
-def test_processor_end_drops_window_and_restarts_seq() -> None:
-    events: list[Event] = [
-        make_retrieval(items=[make_item(id="a"), make_item(id="b", salience=0.1)]),
-        make_finalize(ts=T0 + 1),
-        make_end(ts=T0 + 2),
-        make_finalize(ts=T0 + 3),
-        make_retrieval(ts=T0 + 4, items=[make_item(id="c")]),
-        make_finalize(ts=T0 + 5),
-    ]
-    before, after_end, fresh = _run(events)
-    assert (before.seq, _ids(before)) == (1, ["a"])
-    assert (after_end.seq, after_end.bundle_id, after_end.items) == (1, "c-1:1", [])
-    assert (after_end.stats.accepted, after_end.stats.rejected) == (0, 0)
-    assert after_end.context.count("```") == 0
-    assert (fresh.seq, _ids(fresh)) == (2, ["c"])
+def test_processor_end_drops_window_refuses_a_finalize_and_numbers_on() -> None:
+    processor = ContextProcessor(BundleConfig())
+    window = [make_item(id="a"), make_item(id="b", salience=0.1)]
+    processor.apply(make_retrieval(items=window), position=1)
+    before = processor.apply(make_finalize(ts=T0 + 1), position=2)
+    processor.apply(make_end(ts=T0 + 2), position=3)
+    with pytest.raises(FinalizeRefusedError, match="finalize refused: conversation 'c-1' has end"):
+        processor.apply(make_finalize(ts=T0 + 3), position=4)
+    processor.apply(make_retrieval(ts=T0 + 4, items=[make_item(id="c")]), position=5)
+    fresh = processor.apply(make_finalize(ts=T0 + 5), position=6)
+    assert before is not None and fresh is not None
+    assert (before.bundle_id, _ids(before)) == ("c-1:1", ["a"])
+    assert (fresh.bundle_id, _ids(fresh)) == ("c-1:2", ["c"])
+
+
+def test_processor_refuses_a_finalize_of_a_conversation_never_seen_and_keeps_nothing() -> None:
+    processor = ContextProcessor(BundleConfig(), is_tracking_changes=True)
+    with pytest.raises(FinalizeRefusedError, match="'nope' has no events") as refused:
+        processor.apply(make_finalize(conversation_id="nope"), position=1)
+    assert (refused.value.reason, refused.value.path) == ("unknown", "$.conversation_id")
+    assert (processor.held, processor.take_changes()) == (0, [])
 
 
 def test_processor_end_of_one_conversation_leaves_others() -> None:
@@ -320,15 +327,29 @@ def test_processor_event_after_ttl_restarts_window_and_seq() -> None:
     events: list[Event] = [
         make_retrieval(items=[make_item(id="a", created_at=T0)]),
         make_finalize(ts=T0 + ttl),  # exactly the TTL later: same conversation
-        make_finalize(ts=T0 + 2 * ttl + 1),  # more than the TTL after the previous event
         make_retrieval(ts=T0 + 2 * ttl + 2, items=[make_item(id="b")]),
         make_finalize(ts=T0 + 2 * ttl + 3),
     ]
-    kept, restarted, refilled = _run(events, BundleConfig(conversation_ttl_hours=24.0))
+    kept, refilled = _run(events, BundleConfig(conversation_ttl_hours=24.0))
     assert (kept.seq, _ids(kept)) == (1, ["a"])
-    assert (restarted.seq, restarted.items) == (1, [])
-    assert restarted.stats.accepted == 0
     assert (refilled.seq, _ids(refilled)) == (2, ["b"])
+
+
+def test_processor_refuses_a_finalize_more_than_the_ttl_after_the_last_event() -> None:
+    processor = ContextProcessor(BundleConfig(conversation_ttl_hours=1.0))
+    processor.apply(make_retrieval(items=[make_item(id="a")]), position=1)
+    processor.apply(make_finalize(ts=T0 + 1), position=2)
+    late = make_finalize(ts=T0 + 2 * HOUR_MS)
+    with pytest.raises(FinalizeRefusedError, match="'c-1' expired") as refused:
+        processor.apply(late, position=3)
+    assert refused.value.reason == "expired"
+    # Released on stream time first, then refused alike.
+    other = ContextProcessor(BundleConfig(conversation_ttl_hours=1.0))
+    other.apply(make_retrieval(items=[make_item(id="a")]), position=1)
+    other.apply(make_retrieval(conversation_id="c-2", ts=T0 + 2 * HOUR_MS), position=2)
+    assert other.release_idle() == 1
+    with pytest.raises(FinalizeRefusedError, match="'c-1' expired"):
+        other.apply(late, position=3)
 
 
 def test_processor_ttl_counts_from_the_previous_event_not_the_first() -> None:
@@ -375,9 +396,8 @@ def test_processor_skips_replayed_events_after_end() -> None:
     processor.apply(make_retrieval(items=[make_item(id="a")]), position=1)
     processor.apply(make_end(ts=T0 + 1), position=2)
     assert processor.apply(make_retrieval(items=[make_item(id="a")]), position=1) is None
-    bundle = processor.apply(make_finalize(ts=T0 + 2), position=3)
-    assert bundle is not None
-    assert bundle.items == []
+    with pytest.raises(FinalizeRefusedError, match="has ended"):
+        processor.apply(make_finalize(ts=T0 + 2), position=3)
 
 
 def test_processor_skips_replayed_events_after_an_end_that_found_the_conversation_expired() -> None:
@@ -388,9 +408,8 @@ def test_processor_skips_replayed_events_after_an_end_that_found_the_conversatio
     # Position 7 is at or below the last applied position (10): skipped, as after any end.
     replayed = make_retrieval(ts=late, items=[make_item(id="x")])
     assert processor.apply(replayed, position=7) is None
-    bundle = processor.apply(make_finalize(ts=late + 1), position=11)
-    assert bundle is not None
-    assert bundle.items == []
+    with pytest.raises(FinalizeRefusedError, match="has ended"):
+        processor.apply(make_finalize(ts=late + 1), position=11)
 
 
 # Stats -------------------------------------------------------------------------------------------
@@ -436,7 +455,7 @@ def test_processor_stats_of_partly_filled_and_empty_windows() -> None:
     assert partial.stats.fill_percentage == 25.0
     assert partial.stats.acceptance_rate == 1.0
     assert (partial.stats.oldest_created_at, partial.stats.newest_created_at) == (T0, T0)
-    (empty,) = _run([make_finalize(ts=T0)], config)
+    (empty,) = _run([make_retrieval(items=[]), make_finalize(ts=T0)], config)
     assert empty.items == []
     assert empty.stats.fill_percentage == 0.0
     assert (empty.stats.oldest_created_at, empty.stats.newest_created_at) == (None, None)
@@ -553,8 +572,7 @@ def test_stats_say_deduplicated_exactly_when_the_context_shares_something(
 
 
 def test_a_finalize_with_nothing_offered_has_an_acceptance_rate_of_zero() -> None:
-    bundle = ContextProcessor(BundleConfig()).apply(make_finalize(), position=1)
-    assert bundle is not None
+    (bundle,) = _run([make_retrieval(items=[]), make_finalize()])
     assert (bundle.stats.accepted, bundle.stats.rejected) == (0, 0)
     assert bundle.stats.acceptance_rate == 0.0
 

@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 import msgspec
 
-from stream_ctx.core.events import Retrieval
+from stream_ctx.core.events import End, Event, Retrieval
 from stream_ctx.settings import ServeSettings, Settings
 from stream_ctx.shell.kafka.admin import TopicSpec, ensure_topics
 from stream_ctx.shell.kafka.embedded import EmbeddedBroker
@@ -47,12 +47,14 @@ class Stack:
         """The processor's settings with a `[serve]` table for a serve on a free port."""
         return msgspec.structs.replace(self.settings, serve=ServeSettings(port=0, **serve))
 
-    async def retrieve(self, conversation_id: str, *, turn: int = 0, items: int = 2) -> None:
-        """Publish one retrieval of `items` items to the conversation."""
+    async def retrieve(
+        self, conversation_id: str, *, turn: int = 0, items: int = 2, ts: int | None = None
+    ) -> None:
+        """Publish one retrieval of `items` items to the conversation, now unless `ts` says."""
         event = Retrieval(
             conversation_id=conversation_id,
             event_id=f"{conversation_id}-r{turn}",
-            ts=time.time_ns() // 1_000_000,  # the finalize's ts is serve's wall clock
+            ts=_now_ms() if ts is None else ts,  # the finalize's ts is serve's wall clock
             items=[
                 make_item(
                     id=f"doc-{turn}-{k}", content=f"passage {k} of turn {turn} on {conversation_id}"
@@ -60,6 +62,13 @@ class Stack:
                 for k in range(items)
             ],
         )
+        await self._publish(event)
+
+    async def end(self, conversation_id: str) -> None:
+        """Publish the end of the conversation."""
+        await self._publish(End(conversation_id=conversation_id, event_id="end", ts=_now_ms()))
+
+    async def _publish(self, event: Event) -> None:
         kafka = self.settings.kafka
         await produce(
             {"bootstrap_servers": kafka.servers}, kafka.input_topics[0], event_records([event])
@@ -69,6 +78,10 @@ class Stack:
         self.runner.stop.set()
         with anyio.fail_after(STOP_TIMEOUT_S):
             await self.task
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
 
 
 async def start_stack(broker: EmbeddedBroker, unique: Callable[[str], str]) -> Stack:

@@ -152,7 +152,7 @@ async def test_concurrent_requests_over_one_client_each_get_their_own_bundle(
     assert stats.timeouts == 0
 
 
-async def test_end_starts_the_conversation_afresh(
+async def test_end_starts_the_conversation_afresh_numbering_on(
     broker: EmbeddedBroker, unique_topic: Callable[[str], str]
 ) -> None:
     with anyio.fail_after(RUN_TIMEOUT_S):
@@ -172,13 +172,16 @@ async def test_end_starts_the_conversation_afresh(
             before = await client.request_bundle("c-end", ts=T0 + 1, request_id="turn-1")
             delta = await client.request_bundle("c-end", ts=T0 + 1, mode="delta")
             await client.end("c-end", ts=T0 + 2)
-            after = await client.request_bundle("c-end", ts=T0 + 3, max_tokens=500, mode="delta")
+            # A finalize now is refused (dead-lettered); a retrieval starts it again.
+            await client.publish(make_retrieval(conversation_id="c-end", ts=T0 + 3))
+            after = await client.request_bundle("c-end", ts=T0 + 4, max_tokens=500, mode="delta")
     assert (before.seq, before.request_id, len(before.items)) == (1, "turn-1", 1)
     # Nothing changed: the delta only says item 1 still applies, and rebuilds to the full form.
     assert (delta.mode, delta.base_bundle_id) == ("delta", "c-end:1")
     assert delta.context == "Still applies: §1 (bundle 1)\n"
     assert ContextClient.rebuild_full(delta, before).context == before.context
-    assert (after.seq, after.items, after.mode) == (1, [], "full")
+    # Afresh: a full bundle of the new window, numbered on from the ended one's.
+    assert (after.seq, len(after.items), after.mode) == (3, 1, "full")
 
 
 async def test_request_nobody_answers_times_out_naming_the_request(

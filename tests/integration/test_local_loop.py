@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import selectors
 import signal
 import socket
@@ -161,7 +162,12 @@ async def test_produce_reports_bad_lines_by_line_and_column_and_sends_the_rest(
     events = tmp_path / "events.jsonl"
     good = EVENTS.read_text(encoding="utf-8").splitlines()[0]
     bad_salience = good.replace('"salience":0.', '"salience":7.', 1)
-    events.write_text(f'{good}\n{{"type": "end",\n{bad_salience}\n{good}\n', encoding="utf-8")
+    yesterday = re.sub(r'"ts":\d+', '"ts":"yesterday"', good, count=1)
+    too_big = good.replace('"content":"', '"content":"' + "x" * len(good), 1)
+    events.write_text(
+        f'{good}\n{{"type": "end",\n{bad_salience}\n{good}\n{yesterday}\n{too_big}\n',
+        encoding="utf-8",
+    )
     client_config = str(_with_servers(config, broker.bootstrap_servers))
     topic = load_settings(config, environ={}).kafka.input_topics[0]
     command = [str(STREAM_CTX), "produce", "--config", client_config, str(events)]
@@ -172,13 +178,24 @@ async def test_produce_reports_bad_lines_by_line_and_column_and_sends_the_rest(
     assert f"input topic {topic!r} does not exist" in missing.stderr.decode()
 
     await create_input({"bootstrap_servers": broker.bootstrap_servers}, topic, partitions=1)
-    done = await anyio.run_process(command, check=False, env=_environment())
+    # The limit `run` applies: a line over it is refused here, not dead-lettered there.
+    limit = {"STREAM_CTX_KAFKA_MAX_EVENT_BYTES": str(len(good) * 3 // 2)}
+    done = await anyio.run_process(command, check=False, env=_environment() | limit)
     err = done.stderr.decode().splitlines()
     column = bad_salience.index('"salience"') + 1
     assert err[0] == f"{events}:2:16: invalid JSON: Input data was truncated"
     assert err[1].startswith(f"{events}:3:{column}: `items[0].salience`: ")
     assert err[1].endswith(", got 7.78")
-    assert err[2] == f"sent 2 event(s) of 1 conversation(s) to {topic!r}; 2 bad line(s) skipped"
+    ts_column = yesterday.index('"ts"') + 1
+    assert err[2] == (
+        f"{events}:5:{ts_column}: `ts`: Expected `int`, got 'yesterday';"
+        " `ts` is epoch milliseconds (an integer)"
+    )
+    assert err[3] == (
+        f"{events}:6:1: record value is {len(too_big.encode())} bytes, over"
+        f" kafka.max_event_bytes = {limit['STREAM_CTX_KAFKA_MAX_EVENT_BYTES']}"
+    )
+    assert err[4] == f"sent 2 event(s) of 1 conversation(s) to {topic!r}; 4 bad line(s) skipped"
     assert done.returncode == 1
 
 

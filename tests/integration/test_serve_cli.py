@@ -4,6 +4,7 @@ and SIGTERM stops it."""
 from __future__ import annotations
 
 import os
+import re
 import selectors
 import signal
 import subprocess
@@ -13,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import anyio
+import httpx
 
 from stream_ctx.core.codec import encode_bundle
 from stream_ctx.shell.kafka.admin import ClientKwargs, TopicSpec, ensure_topics
@@ -56,6 +58,10 @@ def test_serve_logs_its_rebuild_and_tenants_but_no_token_and_stops_on_sigterm(
     )
     try:
         logged = _read_until(process, "serving 3 conversations")
+        port = re.search(r"HTTP API on http://0\.0\.0\.0:(\d+)/v1", logged)
+        assert port is not None, logged
+        answers = _requests(f"http://127.0.0.1:{port[1]}")
+        logged += _read_until(process, "GET /v1/conversations 200 tenant=unknown")
         process.send_signal(signal.SIGTERM)
         _, rest = process.communicate(timeout=EXIT_TIMEOUT_S)
     finally:
@@ -70,6 +76,32 @@ def test_serve_logs_its_rebuild_and_tenants_but_no_token_and_stops_on_sigterm(
     assert "tenants acme ['acme:']" in logged
     assert "SIGTERM: stopping" in logged
     assert TOKEN not in logged
+    assert answers == [200, 404, 404, ["acme:0", "acme:1", "acme:2"], []]
+    # The access log tells a wrong or missing token from a missing conversation.
+    for line in (
+        "GET /v1/conversations/acme:0/bundle 200 tenant=acme",
+        "GET /v1/conversations/acme:0/bundle 404 tenant=unknown",
+        "GET /v1/conversations/acme:0/bundle 404 tenant=none",
+        "GET /v1/conversations 200 tenant=acme",
+    ):
+        assert f"stream_ctx.serve.access: {line} " in logged, line
+
+
+def _requests(base_url: str) -> list[object]:
+    """The latest bundle with the token, a wrong one and none; the list with the token and a
+    wrong one."""
+    bundle = "/v1/conversations/acme:0/bundle"
+    wrong = {"Authorization": "Bearer not-the-token-of-anyone"}
+    with httpx.Client(base_url=base_url, timeout=EXIT_TIMEOUT_S) as http:
+        codes: list[object] = [
+            http.get(bundle, headers={"Authorization": f"Bearer {TOKEN}"}).status_code,
+            http.get(bundle, headers=wrong).status_code,
+            http.get(bundle).status_code,
+        ]
+        for headers in ({"Authorization": f"Bearer {TOKEN}"}, wrong):
+            listing = http.get("/v1/conversations", headers=headers).json()
+            codes.append([c["conversation_id"] for c in listing["conversations"]])
+    return codes
 
 
 def _read_until(process: subprocess.Popen[bytes], text: str) -> str:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import io
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
+from urllib.parse import quote
 
 import anyio
 import httpx
@@ -13,6 +16,7 @@ import pytest
 from stream_ctx.core.bundle import Bundle
 from stream_ctx.errors import ConfigError
 from stream_ctx.shell.commands.cli import main
+from stream_ctx.shell.commands.tail import tail_bundles
 from stream_ctx.shell.kafka.embedded import EmbeddedBroker
 from stream_ctx.shell.serve.service import serving
 from tests.integration.serve_stack import Stack, start_stack
@@ -243,3 +247,85 @@ async def test_conversation_ids_with_slashes_are_served_as_they_are(stack: Stack
     assert posted.status_code == 200, posted.text
     assert msgspec.json.decode(posted.content, type=Bundle).conversation_id == cid
     assert latest.content == kept.content == posted.content
+
+
+async def test_finalize_of_an_unknown_ended_or_expired_conversation_is_refused_saying_why(
+    stack: Stack,
+) -> None:
+    ended, expired = "http-ended", "http-expired"
+    with anyio.fail_after(TEST_TIMEOUT_S):
+        await stack.retrieve(ended)
+        await stack.retrieve(expired, ts=1_735_689_600_000)  # 2025-01-01, long past the TTL
+        settings = stack.serve_settings(finalize_timeout_s=REQUEST_TIMEOUT_S)
+        async with serving(settings) as running, _client(running.base_url) as http:
+            good = await http.post(f"/v1/conversations/{ended}/finalize")
+            assert good.status_code == 200, good.text
+            await stack.end(ended)
+            refused = {
+                cid: await http.post(f"/v1/conversations/{cid}/finalize")
+                for cid in ("http-nope", ended, expired)
+            }
+            latest = await http.get(f"/v1/conversations/{ended}/bundle")
+            nothing = [
+                await http.get(f"/v1/conversations/{c}/bundle") for c in ("http-nope", expired)
+            ]
+            await stack.retrieve(ended, turn=1)
+            again = await http.post(f"/v1/conversations/{ended}/finalize")
+        # The operator's view of the same: `tail --topic` on the dead-letter topic.
+        lines = io.StringIO()
+        dlq = stack.settings.kafka.dlq_topic
+        await tail_bundles(
+            stack.settings,
+            out=lines,
+            err=io.StringIO(),
+            topic=dlq,
+            from_beginning=True,
+            max_bundles=3,
+        )
+    assert refused["http-nope"].status_code == 404
+    assert refused["http-nope"].json()["error"] == (
+        "finalize refused: conversation 'http-nope' has no events; send a retrieval to start it"
+    )
+    assert refused[ended].status_code == 409
+    assert "conversation 'http-ended' has ended" in refused[ended].json()["error"]
+    assert refused[expired].status_code == 409
+    assert "conversation 'http-expired' expired" in refused[expired].json()["error"]
+    # The last good bundle is still the latest; nothing was made for the others.
+    assert (latest.status_code, latest.content) == (200, good.content)
+    assert [r.status_code for r in nothing] == [404, 404]
+    # The conversation's next incarnation numbers on: no bundle id repeats.
+    assert again.status_code == 200, again.text
+    first, second = (msgspec.json.decode(r.content, type=Bundle) for r in (good, again))
+    assert (first.bundle_id, second.bundle_id) == (f"{ended}:1", f"{ended}:2")
+    assert "turn 1" in second.context and "turn 0" not in second.context
+    shown = lines.getvalue()
+    source = re.escape(stack.settings.kafka.input_topics[0])
+    assert re.search(
+        rf"^{re.escape(dlq)}/\d@\d+ dead letter from {source}/\d@\d+: FinalizeRefusedError:"
+        r" finalize refused: conversation 'http-nope' has no events",
+        shown,
+        re.MULTILINE,
+    ), shown
+    assert shown.count(" dead letter from ") == 3
+
+
+async def test_any_unicode_conversation_id_is_served_with_an_encoded_etag(stack: Stack) -> None:
+    cid = 'Gespräch "λ/ж" 会話 💬 100%'
+    path = f"/v1/conversations/{quote(cid, safe='')}"
+    with anyio.fail_after(TEST_TIMEOUT_S):
+        await stack.retrieve(cid)
+        settings = stack.serve_settings(finalize_timeout_s=REQUEST_TIMEOUT_S)
+        async with serving(settings) as running, _client(running.base_url) as http:
+            posted = await http.post(f"{path}/finalize")
+            assert posted.status_code == 200, posted.text
+            etag = posted.headers["etag"]
+            latest = await http.get(f"{path}/bundle")
+            unchanged = await http.get(f"{path}/bundle", headers={"If-None-Match": etag})
+            kept = await http.get(f"{path}/bundles/1")
+    assert msgspec.json.decode(posted.content, type=Bundle).conversation_id == cid
+    assert (
+        etag
+        == '"Gespr%C3%A4ch%20%22%CE%BB/%D0%B6%22%20%E4%BC%9A%E8%A9%B1%20%F0%9F%92%AC%20100%25:1"'
+    )
+    assert latest.content == kept.content == posted.content
+    assert (unchanged.status_code, unchanged.headers["etag"]) == (304, etag)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -19,6 +20,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types import ResourceUpdatedNotification, TextContent
 
 import stream_ctx
+from stream_ctx.shell.commands.cli import main
 from stream_ctx.shell.kafka.embedded import EmbeddedBroker
 from stream_ctx.shell.serve.agent import context_uri
 from stream_ctx.shell.serve.service import serving
@@ -28,6 +30,7 @@ from tests.integration.serve_stack import Stack, start_stack
 REQUEST_TIMEOUT_S = 30.0
 TEST_TIMEOUT_S = 90.0
 TOKEN_A, TOKEN_B = "token-of-tenant-a-0001", "token-of-tenant-b-0002"
+_ROOT = Path(__file__).resolve().parents[2]
 TENANTS = {
     "a": {"token": TOKEN_A, "prefixes": ["a:"]},
     "b": {"token": TOKEN_B, "prefixes": ["b:"]},
@@ -206,3 +209,81 @@ async def test_legacy_host_on_an_earlier_protocol_subscribes_and_is_notified(sta
             await notified.wait()
     assert not called.is_error, called
     assert updates[0] == context_uri(cid)
+
+
+async def test_unknown_or_ended_conversations_are_tool_errors_and_unicode_ids_work(
+    stack: Stack,
+) -> None:
+    unicode_id, ended = 'Gespräch "λ/ж" 会話 💬 100%', "mcp-ended"
+    with anyio.fail_after(TEST_TIMEOUT_S):
+        await stack.retrieve(unicode_id)
+        await stack.retrieve(ended)
+        settings = stack.serve_settings(finalize_timeout_s=REQUEST_TIMEOUT_S)
+        async with serving(settings) as running, Client(f"{running.base_url}/mcp") as client:
+            unknown = await client.call_tool("get_context", {"conversation_id": "nope"})
+            good = await client.call_tool("get_context", {"conversation_id": ended})
+            await stack.end(ended)
+            after_end = await client.call_tool("get_context", {"conversation_id": ended})
+            read_ended = await client.read_resource(context_uri(ended))
+            called = await client.call_tool("get_context", {"conversation_id": unicode_id})
+            read = await client.read_resource(context_uri(unicode_id))
+            assert running.view.store.latest("nope") is None
+    assert unknown.is_error
+    assert _texts(unknown.content)[0].endswith(
+        ": finalize refused: conversation 'nope' has no events; send a retrieval to start it"
+    )
+    assert after_end.is_error
+    assert "conversation 'mcp-ended' has ended" in _texts(after_end.content)[0]
+    # The last good context stays the one read.
+    assert [c.text for c in read_ended.contents] == _texts(good.content)[-1:]  # type: ignore[union-attr]
+    assert not called.is_error, called
+    context = _texts(called.content)[-1]
+    assert f"on {unicode_id}" in context
+    assert [c.text for c in read.contents] == [context]  # type: ignore[union-attr]
+
+
+async def test_every_tool_parameter_is_described_and_delta_says_when(stack: Stack) -> None:
+    with anyio.fail_after(TEST_TIMEOUT_S):
+        async with serving(stack.serve_settings()) as running:
+            async with Client(f"{running.base_url}/mcp") as client:
+                (tool,) = (await client.list_tools()).tools
+    properties = tool.input_schema["properties"]
+    assert set(properties) == {"conversation_id", "max_tokens", "mode", "order", "include_guide"}
+    for name, schema in properties.items():
+        assert len(schema.get("description", "")) > 40, name
+    assert "'delta'" in properties["mode"]["description"]
+    assert "Use mode 'delta' when" in (tool.description or "")
+
+
+async def test_host_configs_as_documented_launch_serve_for_an_mcp_client(
+    stack: Stack, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The repository's `.mcp.json` (relative paths, started at its root) and the entry
+    `serve --mcp-config` prints (absolute paths, started anywhere), as a host launches them."""
+    root = _ROOT
+    assert main(["serve", "--config", str(root / "configs/stream-ctx.toml"), "--mcp-config"]) == 0
+    printed = json.loads(capsys.readouterr().out)["mcpServers"]["stream-ctx"]
+    project = json.loads((root / ".mcp.json").read_text())["mcpServers"]["stream-ctx"]
+    kafka = stack.settings.kafka
+    # The test broker's address and topics; a host passes the rest of its environment as is.
+    environ = {
+        "PATH": "/usr/bin:/bin",
+        "STREAM_CTX_KAFKA_BOOTSTRAP_SERVERS": kafka.servers[0],
+        "STREAM_CTX_KAFKA_INPUT_TOPICS": ",".join(kafka.input_topics),
+        "STREAM_CTX_KAFKA_OUTPUT_TOPIC": kafka.output_topic,
+        "STREAM_CTX_KAFKA_DLQ_TOPIC": kafka.dlq_topic,
+    }
+    cid = "mcp-host-config"
+    answers = []
+    with anyio.fail_after(TEST_TIMEOUT_S):
+        await stack.retrieve(cid)
+        for entry, cwd in ((project, root), (printed, tmp_path)):
+            command = StdioServerParameters(
+                command=entry["command"], args=entry["args"], env=environ, cwd=cwd
+            )
+            async with Client(command) as client:
+                answers.append(await client.call_tool("get_context", {"conversation_id": cid}))
+    assert Path(printed["command"]).is_absolute()
+    for called in answers:
+        assert not called.is_error, called
+        assert "passage 1 of turn 0" in _texts(called.content)[-1]

@@ -1,6 +1,6 @@
 """`stream-ctx produce`: a JSON-lines events file onto the input topic, keyed by conversation id.
 
-Every line is checked as the processor would decode it; a bad one is reported as
+Every line is checked as the processor would read it (size, UTF-8, schema); a bad one is reported as
 `FILE:LINE:COLUMN: message` and skipped, the rest are sent.
 """
 
@@ -16,13 +16,12 @@ from typing import TextIO
 
 from aiokafka.errors import KafkaError
 
-from stream_ctx.core.codec import decode_event
 from stream_ctx.errors import BrokerError, InvalidEventError
 from stream_ctx.settings import Settings, client_kwargs, load_settings
 from stream_ctx.shell.commands.subcommand import Commands, add_command, log_options, run_async
 from stream_ctx.shell.kafka import clients
 from stream_ctx.shell.kafka.admin import partition_counts
-from stream_ctx.shell.processing.intake import bad_line
+from stream_ctx.shell.processing.intake import bad_line, read_value
 
 __all__ = ("Produced", "add_to", "produce_lines")
 
@@ -51,7 +50,7 @@ async def produce_lines(
             if not value.strip():
                 continue
             try:
-                event = decode_event(value)
+                event = read_value(value, max_bytes=settings.kafka.max_event_bytes)
             except InvalidEventError as exc:
                 bad += 1
                 err.write(bad_line(source, number, value, exc) + "\n")

@@ -42,11 +42,11 @@ def replay(
             continue
         try:
             event = read_value(line, max_bytes=max_event_bytes, size=size)
-        except InvalidEventError as exc:
+            bundle = processor.apply(event, position=number)
+        except InvalidEventError as exc:  # `run` dead-letters it, a refused finalize too
             bad += 1
             err.write(bad_line(source, number, line, exc) + "\n")
             continue
-        bundle = processor.apply(event, position=number)
         if bundle is not None:
             out.write(encode_bundle(bundle) + b"\n")
     return bad

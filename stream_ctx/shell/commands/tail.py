@@ -1,4 +1,5 @@
-"""`stream-ctx tail`: bundles from the output topic as they arrive, one line each, with savings."""
+"""`stream-ctx tail`: bundles from the output topic as they arrive, one line each, with savings;
+or any topic's records (`--topic`), a dead letter as its error and origin."""
 
 from __future__ import annotations
 
@@ -27,11 +28,14 @@ from stream_ctx.shell.commands.subcommand import (
 from stream_ctx.shell.kafka import clients
 from stream_ctx.shell.kafka.admin import partition_counts
 
-__all__ = ("add_to", "bundle_line", "tail_bundles")
+__all__ = ("add_to", "bundle_line", "record_line", "tail_bundles")
 
 # Short enough that Ctrl-C and --count answer at once; an idle poll costs one fetch.
 _POLL_MS = 500
 _decoder = msgspec.json.Decoder(Bundle)
+_MESSAGE = "__streams.errors.message"
+# A record that is neither a bundle nor a dead letter shows this much of its value.
+_SHOWN_CHARS = 200
 
 
 def bundle_line(bundle: Bundle) -> str:
@@ -52,15 +56,19 @@ async def tail_bundles(
     err: TextIO,
     from_beginning: bool = False,
     max_bundles: int | None = None,
+    topic: str | None = None,
 ) -> int:
-    """Print bundles until `max_bundles` came (or forever); returns how many were printed."""
-    kwargs, topic = client_kwargs(settings.kafka), settings.kafka.output_topic
+    """Print records of `topic` (the output topic by default) until `max_bundles` came (or
+    forever); returns how many were printed."""
+    kwargs = client_kwargs(settings.kafka)
+    topic = topic or settings.kafka.output_topic
     try:
         await partition_counts(kwargs, [topic])
     except MissingTopicError:
         raise MissingTopicError(
-            f"output topic {topic!r} does not exist on {settings.kafka.servers!r} yet;"
-            " `stream-ctx run` creates it (so does `stream-ctx broker`)"
+            f"topic {topic!r} does not exist on {settings.kafka.servers!r} yet;"
+            " `stream-ctx run` creates its output and dead-letter topics (so does"
+            " `stream-ctx broker`)"
         ) from None
     # A watcher outside any group: it must not take partitions from anyone or commit.
     consumer = clients.reader(
@@ -76,9 +84,7 @@ async def tail_bundles(
             # leaves it: a cancellation aiokafka swallows once cannot keep the tail running.
             await tasks.start(cancel_on_signal, tasks.cancel_scope)
             while max_bundles is None or shown < max_bundles:
-                shown += _show(
-                    await consumer.getmany(timeout_ms=_POLL_MS), out, err, shown, max_bundles
-                )
+                shown += _show(await consumer.getmany(timeout_ms=_POLL_MS), out, shown, max_bundles)
             tasks.cancel_scope.cancel()
     except KafkaError as exc:
         raise BrokerError(f"reading {topic!r} failed: {exc!r}") from exc
@@ -88,33 +94,43 @@ async def tail_bundles(
     return shown
 
 
+def record_line(record: ConsumerRecord[bytes, bytes]) -> str:
+    """A bundle's line; a dead letter's error and where it came from; else the value's start."""
+    where = f"{record.topic}/{record.partition}@{record.offset}"
+    headers = {name: value.decode("utf-8", "replace") for name, value in record.headers or ()}
+    error = headers.get("__streams.errors.exception")
+    if error is not None:
+        origin = "/".join(headers.get(f"__streams.errors.{k}", "?") for k in ("topic", "partition"))
+        origin += "@" + headers.get("__streams.errors.offset", "?")
+        return f"{where} dead letter from {origin}: {error}: {headers.get(_MESSAGE, '')}\n"
+    try:
+        return bundle_line(_decoder.decode(record.value or b""))
+    except msgspec.DecodeError:
+        value = (record.value or b"").decode("utf-8", "replace")
+        cut = value[:_SHOWN_CHARS] + ("…" if len(value) > _SHOWN_CHARS else "")
+        return f"{where} {cut}\n"
+
+
 def _show(
     batch: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]],
     out: TextIO,
-    err: TextIO,
     shown: int,
     max_bundles: int | None,
 ) -> int:
-    """Print a fetch's bundles, up to `max_bundles` in all; returns how many it printed."""
+    """Print a fetch's records, up to `max_bundles` in all; returns how many it printed."""
     printed = 0
-    for partition, records in batch.items():
+    for records in batch.values():
         for record in records:
             if max_bundles is not None and shown + printed == max_bundles:
                 return printed
-            try:
-                bundle = _decoder.decode(record.value or b"")
-            except msgspec.DecodeError as exc:
-                where = f"{partition.topic}/{partition.partition}@{record.offset}"
-                err.write(f"not a bundle ({where}): {exc}\n")
-                continue
-            out.write(bundle_line(bundle))
+            out.write(record_line(record))
             out.flush()
             printed += 1
     return printed
 
 
 def add_to(commands: Commands) -> None:
-    """`stream-ctx tail [--config FILE] [--from-beginning] [--count N]`."""
+    """`stream-ctx tail [--config FILE] [--topic NAME] [--from-beginning] [--count N]`."""
     command = add_command(
         commands,
         "tail",
@@ -123,9 +139,14 @@ def add_to(commands: Commands) -> None:
     )
     command.add_argument("--config", type=Path, help="TOML config file")
     command.add_argument(
-        "--from-beginning", action="store_true", help="start at the oldest bundle, not the next"
+        "--topic",
+        help="the topic to read (default kafka.output_topic); kafka.dlq_topic shows each dead"
+        " letter's error and origin",
     )
-    command.add_argument("--count", type=int, help="exit after this many bundles")
+    command.add_argument(
+        "--from-beginning", action="store_true", help="start at the oldest record, not the next"
+    )
+    command.add_argument("--count", type=int, help="exit after this many records")
     command.set_defaults(handler=_tail, is_broker_client=True)
 
 
@@ -138,6 +159,7 @@ def _tail(args: argparse.Namespace) -> int:
         err=sys.stderr,
         from_beginning=args.from_beginning,
         max_bundles=args.count,
+        topic=args.topic,
     )
     try:
         run_async(tail)

@@ -13,9 +13,12 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import MessageSizeTooLargeError
 from aiokafka.structs import ConsumerRecord
 
-from stream_ctx.errors import InvalidEventError
+from stream_ctx.errors import FinalizeRefusedError, InvalidEventError
 
-__all__ = ("Headers", "send_dead_letter")
+__all__ = ("REFUSED_HEADER", "Headers", "send_dead_letter")
+
+# Why a finalize was refused ("unknown", "ended", "expired"): serve answers its waiter by it.
+REFUSED_HEADER = "stream-ctx.errors.refused"
 
 Headers = list[tuple[str, bytes]]
 
@@ -35,6 +38,8 @@ def _headers(record: ConsumerRecord[bytes, bytes], error: BaseException) -> Head
     ]
     if isinstance(error, InvalidEventError) and error.path is not None:
         headers.append(("stream-ctx.errors.path", error.path.encode()))
+    if isinstance(error, FinalizeRefusedError):
+        headers.append((REFUSED_HEADER, error.reason.encode()))
     return headers
 
 

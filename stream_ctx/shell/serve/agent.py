@@ -7,7 +7,8 @@ import contextvars
 import enum
 import logging
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+from urllib.parse import quote, unquote
 
 import anyio
 import anyio.abc
@@ -16,6 +17,7 @@ from cachetools import LRUCache
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
+from mcp.server.mcpserver.resources.templates import ResourceSecurity
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated, ServerEvent
 from mcp_types import (
@@ -25,6 +27,7 @@ from mcp_types import (
     TextContent,
     UnsubscribeRequestParams,
 )
+from pydantic import Field
 
 import stream_ctx
 from stream_ctx.errors import BrokerError, InvalidEventError
@@ -38,6 +41,8 @@ log = logging.getLogger("stream_ctx.serve.mcp")
 
 _URI_PREFIX = "stream-ctx://conversations/"
 _URI_TEMPLATE = _URI_PREFIX + "{conversation_id}/context"
+# What a path segment holds unencoded besides letters, digits and `-._~` (RFC 3986 pchar).
+_SEGMENT_SAFE = ":@!$&'()*+,;="
 # Sessions remembered as having had the reading guide; an older one forgotten gets it again.
 _GUIDE_SESSIONS = 10_000
 # Resource URIs with subscribers on the pre-2026 protocol; the least recently subscribed go first.
@@ -47,6 +52,44 @@ _INSTRUCTIONS = (
     "Context bundles of stream-ctx conversations. Call get_context(conversation_id) before"
     " answering to get the conversation's retrieved context, deduplicated and token-counted."
 )
+
+_ConversationId = Annotated[
+    str,
+    Field(
+        description="The conversation's id, exactly as the platform sends it with its events"
+        " (any text; ids are case-sensitive)."
+    ),
+]
+_MaxTokens = Annotated[
+    int | None,
+    Field(
+        description="Token budget of the returned context, at least 1 (items that do not fit"
+        " are left out); omit for the server's default (`bundle.max_tokens`)."
+    ),
+]
+_Mode = Annotated[
+    Literal["full", "delta"] | None,
+    Field(
+        description="'full': the whole context. 'delta': only what changed since the previous"
+        " context of this conversation, for a history that still holds every earlier one."
+        " Omit for the server's default (`bundle.mode`)."
+    ),
+]
+_Order = Annotated[
+    Literal["priority", "stable", "edges"] | None,
+    Field(
+        description="Item order: 'priority' (most relevant first), 'stable' (the order items"
+        " arrived, so an unchanged start stays cacheable), 'edges' (the most relevant at the"
+        " start and the end, the least in the middle). Omit for the server's default."
+    ),
+]
+_IncludeGuide = Annotated[
+    bool | None,
+    Field(
+        description="Prepend the paragraph that explains how to read references (§n, ~n, ^n,"
+        " quoted spans). Omit to get it with the first context of a session only."
+    ),
+]
 
 
 # Over stdio the caller is the local user who launched serve: every conversation is theirs.
@@ -62,8 +105,9 @@ _caller: contextvars.ContextVar[str | _Local | None] = contextvars.ContextVar(
 
 
 def context_uri(conversation_id: str) -> str:
-    """The resource URI of a conversation's latest context."""
-    return f"{_URI_PREFIX}{conversation_id}/context"
+    """The resource URI of a conversation's latest context; the id percent-encoded but for the
+    characters a URI path segment holds as they are (`a:conv-1` stays as it is)."""
+    return f"{_URI_PREFIX}{quote(conversation_id, safe=_SEGMENT_SAFE)}/context"
 
 
 class _TenantBus(InMemorySubscriptionBus):
@@ -139,8 +183,14 @@ class ContextServer:
         self.server.tool(
             name="get_context",
             description=(
-                "Request a fresh context bundle for a conversation and return its context text;"
-                " the bundle's stats come as structured content."
+                "Request a fresh context bundle for a conversation and return its context: the"
+                " items retrieved for it, each repeated stretch written once and referred to,"
+                " with exact token counts in the structured content. Call it before answering"
+                " a turn. Use mode 'delta' when every earlier context this tool returned for"
+                " the conversation is still in your history: you get only what changed since"
+                " the last one (new and updated items, and which earlier ones to drop)."
+                " Otherwise (first call, a trimmed or summarized history) use 'full'. An unknown"
+                " or ended conversation is an error saying so."
             ),
         )(self.get_context)
         self.legacy = _LegacySubscriptions(tenants)
@@ -157,16 +207,18 @@ class ContextServer:
             name="conversation-context",
             description="The latest context of a conversation; subscribe for each new bundle.",
             mime_type="text/plain",
+            # An id is not a file path: `..`, `a:b` or `/x` are ids like any other.
+            security=ResourceSecurity(exempt_params={"conversation_id"}),
         )(self.read_context)
 
     async def get_context(
         self,
-        conversation_id: str,
+        conversation_id: _ConversationId,
         ctx: Context,
-        max_tokens: int | None = None,
-        mode: Literal["full", "delta"] | None = None,
-        order: Literal["priority", "stable", "edges"] | None = None,
-        include_guide: bool | None = None,
+        max_tokens: _MaxTokens = None,
+        mode: _Mode = None,
+        order: _Order = None,
+        include_guide: _IncludeGuide = None,
     ) -> CallToolResult:
         """Publish a finalize and return the context of the bundle answering it, after the
         reading guide when `include_guide` is true, or when None and this session lacks it."""
@@ -250,7 +302,7 @@ def _may_read(tenants: Tenants, caller: str | _Local | None, conversation_id: st
 def _conversation_of(uri: str) -> str | None:
     if not (uri.startswith(_URI_PREFIX) and uri.endswith("/context")):
         return None
-    return uri[len(_URI_PREFIX) : -len("/context")] or None
+    return unquote(uri[len(_URI_PREFIX) : -len("/context")]) or None
 
 
 def _unknown(conversation_id: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from urllib.parse import quote
 
 import anyio
 import msgspec
@@ -11,13 +12,19 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
-from stream_ctx.errors import BrokerError, InvalidEventError, StreamCtxError
+from stream_ctx.errors import BrokerError, FinalizeRefusedError, InvalidEventError, StreamCtxError
 from stream_ctx.shell.serve.finalizer import Finalizer, FinalizeTimeoutError
 from stream_ctx.shell.serve.openapi import openapi_document
 from stream_ctx.shell.serve.store import Kept
 from stream_ctx.shell.serve.tenant import Tenants
 from stream_ctx.shell.serve.view import BundleView, DuplicateRequestError
-from stream_ctx.shell.serve.wire import ErrorBody, FinalizeRequest, describe_error
+from stream_ctx.shell.serve.wire import (
+    ConversationList,
+    ErrorBody,
+    FinalizeRequest,
+    HeldConversation,
+    describe_error,
+)
 
 __all__ = ("HttpApi", "RequestError")
 
@@ -29,9 +36,13 @@ _STREAM_MAX_S = 3600.0
 _KEEPALIVE_S = 15.0
 # Frames one stream may send before it ends: at one per keepalive, more than _STREAM_MAX_S holds.
 _STREAM_MAX_FRAMES = 100_000
+# Conversations one GET /v1/conversations lists by default, and at most (`?limit=`).
+_LIST_DEFAULT, _LIST_MAX = 100, 10_000
 _encoder = msgspec.json.Encoder()
 _request_decoder = msgspec.json.Decoder(FinalizeRequest)
 _BASE = "/v1/conversations/{conversation_id:path}"
+# Printable ASCII an entity tag may hold as it is (not `"`, `%`, a space or a backslash).
+_ID_SAFE = "!#$&'()*+,/:;=?@[]^`{|}~<>"
 _Handler = Callable[[Request, str], Awaitable[Response]]
 _Endpoint = Callable[[Request], Awaitable[Response]]
 
@@ -63,6 +74,7 @@ class HttpApi:
             Route("/v1/openapi.json", self._openapi_json, methods=["GET"]),
             Route("/healthz", self._healthz, methods=["GET", "HEAD"]),
             Route("/readyz", self._readyz, methods=["GET", "HEAD"]),
+            Route("/v1/conversations", self._list, methods=["GET"]),
             Route(f"{_BASE}/bundle", self._guarded(self._latest), methods=["GET", "HEAD"]),
             Route(f"{_BASE}/bundles/stream", self._guarded(self._stream), methods=["GET"]),
             Route(f"{_BASE}/bundles/{{seq}}", self._guarded(self._by_seq), methods=["GET"]),
@@ -96,12 +108,32 @@ class HttpApi:
         text = f"rebuilding: {done.records_read}/{done.records_total} records\n"
         return PlainTextResponse(text, 503, headers={"Retry-After": "1"})
 
+    async def _list(self, request: Request) -> Response:
+        """Held conversations the caller may read, by id: an unknown token sees none."""
+        try:
+            prefix = request.query_params.get("prefix", "")
+            limit = _limit(request.query_params.get("limit"))
+        except RequestError as exc:
+            return _error(exc.status, str(exc), exc.headers)
+        authorization = request.headers.get("authorization")
+        held = sorted(
+            (
+                HeldConversation(h.conversation_id, h.bundle_id, h.seq)
+                for h in self.view.store.heads()
+                if h.conversation_id.startswith(prefix)
+                and self.tenants.may_read(authorization, h.conversation_id)
+            ),
+            key=lambda h: h.conversation_id,
+        )
+        body = ConversationList(held[:limit], is_truncated=len(held) > limit)
+        return Response(_encoder.encode(body), media_type="application/json")
+
     async def _latest(self, request: Request, cid: str) -> Response:
         shape = request.query_params.get("format", "json")
         if shape not in ("json", "context"):
             raise RequestError(400, f"`format` must be 'json' or 'context', got {shape!r}")
         kept = self._held(cid, self.view.store.latest(cid))
-        etag = f'"{kept.head.bundle_id}"'
+        etag = _etag(kept)
         if _matches(request.headers.get("if-none-match"), etag):
             return Response(status_code=304, headers={"ETag": etag})
         if shape == "context":
@@ -129,6 +161,8 @@ class HttpApi:
                 history=body.history,
                 request_id=body.request_id,
             )
+        except FinalizeRefusedError as exc:
+            raise RequestError(404 if exc.reason == "unknown" else 409, str(exc)) from exc
         except InvalidEventError as exc:
             raise RequestError(400, str(exc)) from exc
         except DuplicateRequestError as exc:
@@ -160,7 +194,7 @@ class HttpApi:
                     yield b": keepalive\n\n"
                     continue
                 yield b"id: %s\nevent: bundle\ndata: %s\n\n" % (
-                    kept.head.bundle_id.encode(),
+                    _encoded_id(kept).encode(),
                     kept.raw,
                 )
 
@@ -192,6 +226,14 @@ class HttpApi:
         raise _unknown(cid)
 
 
+def _limit(text: str | None) -> int:
+    if text is None:
+        return _LIST_DEFAULT
+    if not text.isdigit() or not 1 <= int(text) <= _LIST_MAX:
+        raise RequestError(400, f"`limit` must be an integer in [1, {_LIST_MAX}], got {text!r}")
+    return int(text)
+
+
 def _unknown(cid: str) -> RequestError:
     """The one answer for a conversation that is not here or not this token's to see."""
     return RequestError(404, f"no bundle of conversation {cid!r} is held here")
@@ -204,12 +246,22 @@ def _matches(if_none_match: str | None, etag: str) -> bool:
     return "*" in tags or etag in tags
 
 
+def _encoded_id(kept: Kept) -> str:
+    """The bundle id percent-encoded past printable ASCII, quotes and percent signs: headers
+    and event-stream lines carry any Unicode id this way (`c-1:2` stays as it is)."""
+    return quote(kept.head.bundle_id, safe=_ID_SAFE)
+
+
+def _etag(kept: Kept) -> str:
+    return f'"{_encoded_id(kept)}"'
+
+
 def _cache_headers(etag: str) -> dict[str, str]:
     return {"ETag": etag, "Cache-Control": "no-cache"}
 
 
 def _bundle_response(kept: Kept) -> Response:
-    headers = _cache_headers(f'"{kept.head.bundle_id}"')
+    headers = _cache_headers(_etag(kept))
     return Response(kept.raw, media_type="application/json", headers=headers)
 
 

@@ -15,7 +15,7 @@ from aiokafka.errors import KafkaError
 
 from stream_ctx.core.codec import decode_event
 from stream_ctx.core.events import BundleMode, Finalize, History, RenderOrder
-from stream_ctx.errors import BrokerError, StreamCtxError
+from stream_ctx.errors import BrokerError, FinalizeRefusedError, StreamCtxError
 from stream_ctx.shell.kafka import clients
 from stream_ctx.shell.serve.store import Kept
 from stream_ctx.shell.serve.view import BundleView
@@ -78,8 +78,10 @@ class Finalizer:
         history: History | None = None,
         request_id: str | None = None,
     ) -> Kept:
-        """The bundle answering a fresh finalize; InvalidEventError for a bad value, BrokerError
-        if it could not be published, FinalizeTimeoutError if no bundle came within `timeout_s`."""
+        """The bundle answering a fresh finalize; InvalidEventError for a bad value (its subclass
+        FinalizeRefusedError when the processor refused it: an unknown, ended or expired
+        conversation), BrokerError if it could not be published, FinalizeTimeoutError if no
+        answer came within `timeout_s`."""
         request_id = request_id or str(uuid.uuid4())
         event = Finalize(
             conversation_id=conversation_id,
@@ -98,6 +100,8 @@ class Finalizer:
             with anyio.move_on_at(deadline):
                 await arrived.wait()
             kept = self.view.answer(conversation_id, request_id)
+        if isinstance(kept, FinalizeRefusedError):
+            raise kept
         if kept is None:
             raise FinalizeTimeoutError(
                 f"no bundle answered `request_id` {request_id!r} of conversation"

@@ -8,7 +8,7 @@ from typing import Any
 import msgspec
 
 from stream_ctx.core.bundle import Bundle
-from stream_ctx.shell.serve.wire import ErrorBody, FinalizeRequest
+from stream_ctx.shell.serve.wire import ConversationList, ErrorBody, FinalizeRequest
 
 __all__ = ("openapi_document",)
 
@@ -16,7 +16,8 @@ _REF = "#/components/schemas/{name}"
 _ID = {"name": "conversation_id", "in": "path", "required": True, "schema": {"type": "string"}}
 _ERRORS = {
     "400": "a query or body field is wrong; the message names it and its value",
-    "404": "no such conversation, or not one this token may read (the two look alike)",
+    "404": "no such conversation, or not one this token may read (the two look alike; a"
+    " finalize of a conversation with no events is refused so)",
     "413": "the body is larger than `serve.max_body_bytes`",
     "503": "serve is rebuilding its view, or the broker cannot be reached",
 }
@@ -24,11 +25,29 @@ _ERRORS = {
 
 def openapi_document() -> dict[str, Any]:
     """OpenAPI 3.1: the routes of stream_ctx.shell.serve.api with the wire types' schemas."""
-    (bundle, request, error), components = msgspec.json.schema_components(
-        (Bundle, FinalizeRequest, ErrorBody), ref_template=_REF
+    (bundle, request, error, listing), components = msgspec.json.schema_components(
+        (Bundle, FinalizeRequest, ErrorBody, ConversationList), ref_template=_REF
     )
     etag = {"ETag": {"description": "the bundle id", "schema": {"type": "string"}}}
     paths = {
+        "/v1/conversations": {
+            "get": {
+                "summary": "Held conversations this token may read, by id, with their latest"
+                " bundle's id",
+                "parameters": [
+                    {"name": "prefix", "in": "query", "schema": {"type": "string"}},
+                    {
+                        "name": "limit",
+                        "in": "query",
+                        "schema": {"type": "integer", "minimum": 1, "maximum": 10_000},
+                    },
+                ],
+                "responses": {
+                    "200": _json(listing, "the conversations, sorted by id"),
+                    "400": _json(error, _ERRORS["400"]),
+                },
+            }
+        },
         "/v1/conversations/{conversation_id}/bundle": {
             "get": _operation(
                 "The latest bundle (`?format=context`: its context text only)",
@@ -64,7 +83,11 @@ def openapi_document() -> dict[str, Any]:
                     "Publish a finalize; answers with its bundle once it is on the output topic",
                     {
                         "200": _json(bundle, "the bundle answering this finalize", etag),
-                        "409": _json(error, "this `request_id` is already waiting"),
+                        "409": _json(
+                            error,
+                            "the conversation ended or expired (refused, saying which), or this"
+                            " `request_id` is already waiting",
+                        ),
                         "504": _json(error, "no bundle within `serve.finalize_timeout_s`"),
                     },
                     error,

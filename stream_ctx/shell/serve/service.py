@@ -14,6 +14,7 @@ from urllib.parse import quote
 import anyio
 import anyio.abc
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Mount
@@ -21,6 +22,7 @@ from starlette.routing import Mount
 from stream_ctx.errors import BrokerError, ConfigError, StreamCtxError
 from stream_ctx.settings import Settings
 from stream_ctx.shell.http.server import run_http_server
+from stream_ctx.shell.serve.access import AccessLog
 from stream_ctx.shell.serve.agent import ContextServer
 from stream_ctx.shell.serve.api import HttpApi
 from stream_ctx.shell.serve.finalizer import Finalizer
@@ -181,6 +183,7 @@ async def _serve_http(
     app = Starlette(
         routes=[*api.routes(), Mount(MCP_PATH, app=mcp_app)],
         exception_handlers={404: not_found},
+        middleware=[Middleware(AccessLog, tenants=tenants)],
     )
     async with agent.server.session_manager.run():
         try:

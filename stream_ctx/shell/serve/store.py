@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import msgspec
-from cachetools import LRUCache
+from cachetools import Cache, LRUCache
 
 from stream_ctx.core.bundle import Bundle
 
@@ -59,8 +59,8 @@ class BundleStore:
         a repeat is byte-identical).
 
         The newest is the last to arrive: one conversation's bundles share a partition, so
-        arrival order is the processor's order. Seq, and so the bundle id, restarts when a
-        conversation ends and its id is used again: same id with other bytes is a new bundle.
+        arrival order is the processor's order. An id with other bytes is a new bundle (a
+        topic written before restarted conversations numbered on holds such repeats).
         """
         cid = kept.head.conversation_id
         bundles = self._held.get(cid, ())
@@ -74,6 +74,10 @@ class BundleStore:
         """The newest bundle of a conversation, which becomes the most recently used."""
         bundles = self._held.get(conversation_id)
         return bundles[-1] if bundles else None
+
+    def heads(self) -> list[BundleHead]:
+        """The latest bundle's head of every held conversation, leaving recency as it was."""
+        return [Cache.__getitem__(self._held, cid)[-1].head for cid in list(self._held)]
 
     def by_seq(self, conversation_id: str, seq: int) -> Kept | None:
         """One kept bundle by its sequence number, if still held."""

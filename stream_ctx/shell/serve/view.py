@@ -1,5 +1,6 @@
 """The output topic as a view: every partition read from the start, outside any consumer group,
-into a BundleStore; requests wait on it for their bundle, subscribers hear of each new one."""
+into a BundleStore; requests wait on it for their bundle (or, read from the dead-letter topic,
+the processor's refusal), subscribers hear of each new one."""
 
 from __future__ import annotations
 
@@ -16,9 +17,18 @@ from aiokafka.errors import KafkaError
 from aiokafka.structs import ConsumerRecord, TopicPartition
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from stream_ctx.errors import BrokerError, MissingTopicError, StreamCtxError
+from stream_ctx.core.codec import decode_event
+from stream_ctx.core.events import Finalize
+from stream_ctx.errors import (
+    BrokerError,
+    FinalizeRefusedError,
+    InvalidEventError,
+    MissingTopicError,
+    StreamCtxError,
+)
 from stream_ctx.settings import KafkaSettings
 from stream_ctx.shell.kafka import clients
+from stream_ctx.shell.kafka.dead_letter import REFUSED_HEADER
 from stream_ctx.shell.serve.store import BundleStore, Kept
 
 __all__ = ("BundleView", "DuplicateRequestError", "Progress")
@@ -54,7 +64,7 @@ class _Waiter:
 
     def __init__(self) -> None:
         self.done = anyio.Event()
-        self.kept: Kept | None = None
+        self.kept: Kept | FinalizeRefusedError | None = None
 
 
 class BundleView:
@@ -117,8 +127,9 @@ class BundleView:
             if self._waiters.get(key) is waiter:
                 del self._waiters[key]
 
-    def answer(self, conversation_id: str, request_id: str) -> Kept | None:
-        """The bundle answering a request registered with `expect`, once it arrived."""
+    def answer(self, conversation_id: str, request_id: str) -> Kept | FinalizeRefusedError | None:
+        """The bundle answering a request registered with `expect`, or the processor's refusal,
+        once it arrived."""
         waiter = self._waiters.get((conversation_id, request_id))
         return waiter.kept if waiter else None
 
@@ -141,17 +152,20 @@ class BundleView:
             send.close()
 
     async def _assign(self, consumer: AIOKafkaConsumer) -> list[TopicPartition]:
+        """The output topic's partitions (returned: the rebuild waits for them) and the
+        dead-letter topic's, where refused finalizes land, both from the start."""
         # A listing of all topics: naming one in a metadata request would auto-create it.
-        topic = self.kafka.output_topic
-        if topic not in await consumer.topics():
+        topic, dlq = self.kafka.output_topic, self.kafka.dlq_topic
+        existing = await consumer.topics()
+        if topic not in existing:
             raise MissingTopicError(
                 f"output topic {topic!r} does not exist on {self.kafka.servers!r} yet;"
                 " `stream-ctx run` creates it: start the processor first"
             )
-        numbers = consumer.partitions_for_topic(topic) or set()
-        partitions = [TopicPartition(topic, n) for n in sorted(numbers)]
-        consumer.assign(partitions)
-        await consumer.seek_to_beginning(*partitions)
+        partitions = _partitions(consumer, topic)
+        refusals = _partitions(consumer, dlq) if dlq in existing else []
+        consumer.assign(partitions + refusals)
+        await consumer.seek_to_beginning(*partitions, *refusals)
         return partitions
 
     async def _read(self, consumer: AIOKafkaConsumer, partitions: list[TopicPartition]) -> None:
@@ -162,9 +176,10 @@ class BundleView:
         reported = time.monotonic()
         while True:
             batch = await consumer.getmany(timeout_ms=_POLL_MS)
-            for records in batch.values():
+            for tp, records in batch.items():
+                fold = self._fold if tp.topic == self.kafka.output_topic else self._refusal
                 for record in records:
-                    self._fold(record)
+                    fold(record)
             if self.progress.is_done:
                 continue
             for tp in partitions:
@@ -197,6 +212,22 @@ class BundleView:
             "; done" if p.is_done else "",
         )
 
+    def _refusal(self, record: ConsumerRecord[bytes, bytes]) -> None:
+        """A dead letter that is a refused finalize answers its waiter, if one is here."""
+        reason = dict(record.headers or ()).get(REFUSED_HEADER)
+        if reason is None or record.value is None:
+            return
+        try:
+            event = decode_event(record.value)
+        except InvalidEventError:
+            return
+        if not isinstance(event, Finalize) or event.request_id is None:
+            return
+        waiter = self._waiters.get((event.conversation_id, event.request_id))
+        if waiter is not None and waiter.kept is None:
+            waiter.kept = FinalizeRefusedError(event.conversation_id, reason.decode())
+            waiter.done.set()
+
     def _fold(self, record: ConsumerRecord[bytes, bytes]) -> None:
         self.records_read += 1
         if record.value is None:
@@ -226,3 +257,7 @@ class BundleView:
                     self._subscribers[key].pop(stream, None)
                 except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                     self._subscribers[key].pop(stream, None)
+
+
+def _partitions(consumer: AIOKafkaConsumer, topic: str) -> list[TopicPartition]:
+    return [TopicPartition(topic, n) for n in sorted(consumer.partitions_for_topic(topic) or ())]

@@ -12,7 +12,7 @@ from msgspec import Meta
 from stream_ctx.core.events import BundleMode, History, RenderOrder
 from stream_ctx.validation import invalid
 
-__all__ = ("ErrorBody", "FinalizeRequest", "describe_error")
+__all__ = ("ConversationList", "ErrorBody", "FinalizeRequest", "HeldConversation", "describe_error")
 
 
 class FinalizeRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -24,6 +24,22 @@ class FinalizeRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     history: History | None = None
     # Unique per conversation; a fresh uuid4 unless given.
     request_id: Annotated[str, Meta(min_length=1, max_length=200)] | None = None
+
+
+class HeldConversation(msgspec.Struct, frozen=True):
+    """A conversation the view holds, by its latest bundle."""
+
+    conversation_id: str
+    bundle_id: str
+    seq: int
+
+
+class ConversationList(msgspec.Struct, frozen=True):
+    """GET /v1/conversations: held conversations this caller may read, by id, and whether
+    `limit` cut the list short."""
+
+    conversations: list[HeldConversation]
+    is_truncated: bool
 
 
 class ErrorBody(msgspec.Struct, frozen=True):
