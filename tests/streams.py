@@ -7,8 +7,11 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from stream_ctx.core.bundle import Bundle
 from stream_ctx.core.engine import PYTHON_CORE, load_core
 from stream_ctx.core.events import End, Event, Finalize, RetrievedItem
+from stream_ctx.core.processor import ContextProcessor
+from stream_ctx.errors import FinalizeRefusedError
 from tests.factories import HOUR_MS, T0, make_finalize, make_item, make_retrieval
 
 WORDS = ("alpha", "beta", "gamma", "delta", "omega", "kappa", "sigma", "theta", "lambda")
@@ -96,3 +99,11 @@ def _finalize(draw: st.DrawFn, cid: str, ts: int) -> Finalize:
         "history": draw(st.sampled_from((None, None, None, "reset"))),
     }
     return make_finalize(conversation_id=cid, ts=ts, **fields)
+
+
+def applied(processor: ContextProcessor, event: Event, position: int) -> Bundle | str | None:
+    """The bundle, or the reason a finalize was refused (twin processors must agree)."""
+    try:
+        return processor.apply(event, position=position)
+    except FinalizeRefusedError as refused:
+        return refused.reason

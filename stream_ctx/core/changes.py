@@ -24,6 +24,8 @@ class ConversationState(msgspec.Struct, kw_only=True):
     position: int
     window: list[ItemKey] = msgspec.field(default_factory=list)
     is_ended: bool = False
+    # A closed conversation that expired (no event within the TTL) rather than ended.
+    is_expired: bool = False
     # What the last bundle holds as the platform's history numbers it (for delta bundles).
     sent: SentState | None = None
 

@@ -167,8 +167,8 @@ class ContextProcessor:
             if conv is not None:
                 self._close(cid, conv, position, is_ended=True)
             gone = self._gone.get(cid)
-            # also when it had expired, or was never seen
-            self._gone[cid] = _Gone(position, gone.seq if gone else 0, "ended")
+            if gone is not None:  # one never seen stays unknown: nothing of it is persisted
+                self._gone[cid] = _Gone(position, gone.seq, "ended")
             return None
         if conv is None:
             gone = self._gone.get(cid)
@@ -216,7 +216,8 @@ class ContextProcessor:
         self._learning.drop([conversation_id])
         if state.is_ended:
             seq = state.counters.seq
-            self._gone[conversation_id] = _Gone(state.position, seq, "ended")
+            reason = "expired" if state.is_expired else "ended"
+            self._gone[conversation_id] = _Gone(state.position, seq, reason)
             self.conversations.pop(conversation_id, None)
             return
         self._gone.pop(conversation_id, None)
@@ -378,6 +379,7 @@ class ContextProcessor:
             last_ts=gone.last_ts,
             position=position,
             is_ended=True,
+            is_expired=not is_ended,
         )
         change = self._changes.setdefault(cid, ConversationChange(cid, marker))
         for key in gone.keys:

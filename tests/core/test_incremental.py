@@ -20,10 +20,9 @@ from stream_ctx.core.processor import ContextProcessor
 from stream_ctx.core.repeats import Planner
 from stream_ctx.core.textindex import TextIndex
 from stream_ctx.core.tokenizer import get_tokenizer
-from stream_ctx.errors import FinalizeRefusedError
 from stream_ctx.shell.state.changelog import ChangelogWrites, RestoredPartition
 from tests.factories import T0, make_finalize, make_item, make_retrieval, written
-from tests.streams import CORES, DOCUMENTS, RESTORE, WORDS, streams
+from tests.streams import CORES, DOCUMENTS, RESTORE, WORDS, applied, streams
 
 
 @pytest.mark.parametrize("core", CORES)
@@ -55,21 +54,13 @@ def test_kept_learning_gives_the_bundles_of_finalizes_from_nothing(
             continue
         assert not isinstance(step, str)
         position += 1
-        expected, got = _applied(afresh, step, position), _applied(kept, step, position)
+        expected, got = applied(afresh, step, position), applied(kept, step, position)
         changelog.fold(written(ChangelogWrites.of(kept.take_changes())))
         if not isinstance(expected, Bundle) or not isinstance(got, Bundle):
             assert expected == got
             continue
         assert encode_bundle(got) == encode_bundle(expected)
         _assert_counted_exactly(got, tokenizer.count)
-
-
-def _applied(processor: ContextProcessor, event: Event, position: int) -> Bundle | str | None:
-    """The bundle, or the reason a finalize was refused (both processors must agree)."""
-    try:
-        return processor.apply(event, position=position)
-    except FinalizeRefusedError as refused:
-        return refused.reason
 
 
 def _assert_counted_exactly(bundle: Bundle, count: Any) -> None:
