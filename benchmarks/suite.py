@@ -45,6 +45,8 @@ SEED = 2026
 # Real text first: the targets are judged on it. The synthetic text (the original
 # workload) follows as the fixed baseline the original figures were taken on.
 TEXTS = (load.REAL_TEXT, "synthetic")
+# The compiled core (what `auto` runs where it is built) and its Python reference, side by side.
+CORES = ("compiled", "python")
 # A child that has not finished in this long is stuck (the slowest default phase takes ~60 s).
 CHILD_TIMEOUT_S = 600.0
 
@@ -205,15 +207,53 @@ class Suite:
             self.progress(f"  {done['events_per_s']:,.0f} events/s")
         ceiling = median_run(passes)
         quix = await self.quix(kw, text, source, len(records), ceiling["events_per_s"])
-        self.progress(f"2. [{text}] stream-ctx Runner on the same input")
+        rows = {}
+        for core in CORES:
+            rows[core] = await self.runner(kw, text, core, source, len(records), finalizes, ceiling)
+        bound = suite_core.count_bound(events)
+
+        self.progress(
+            f"  exact-count bound: {bound['mb_per_s']:.1f} MB/s over "
+            f"{bound['new_content_bytes_per_event']:,.0f} new content B/event = "
+            f"{bound['events_per_s']:,.0f} events/s"
+        )
+        repeats = suite_core.repeat_bound(events)
+        self.progress(
+            f"  exact-repeat bound: {repeats['ms_per_window']:.2f} ms per window of "
+            f"{repeats['bytes_per_window']:,.0f} B = {repeats['events_per_s']:,.0f} events/s"
+        )
+        return {
+            "workload": workload,
+            "ceiling": ceiling,
+            "quix": quix,
+            "runner": rows["compiled"],
+            "runner_python": rows["python"],
+            "count_bound": bound,
+            "repeat_bound": repeats,
+        }
+
+    async def runner(
+        self,
+        kw: ClientKwargs,
+        text: str,
+        core: str,
+        source: str,
+        events: int,
+        finalizes: int,
+        ceiling: dict[str, Any],
+    ) -> dict[str, Any]:
+        """Phase 2: the stream-ctx Runner on the same input, with one core (`bundle.core`)."""
+        self.progress(f"2. [{text}] stream-ctx Runner on the same input, {core} core")
         runs = []
-        for number in range(
-            sizes.runner_runs if text == load.REAL_TEXT else sizes.baseline_runner_runs
-        ):
+        count = (
+            self.sizes.runner_runs if text == load.REAL_TEXT else self.sizes.baseline_runner_runs
+        )
+        for number in range(count):
             # Each run is a new group (and process, and output topics), reading from the start.
+            name = f"{text}.{core}{number}"
             run = await self.child(
                 {
-                    **self.spec(kw, f"{text}.main{number}", expect_events=len(records)),
+                    **self.spec(kw, name, expect_events=events, bundle={"core": core}),
                     "input_topic": source,
                 }
             )
@@ -230,25 +270,7 @@ class Suite:
                 f"ceiling), {run['bundles']:,}/{finalizes:,} bundles, CPU {run['cpu_s']:.1f} "
                 f"s, peak RSS {run['peak_rss_kib'] / 1024:.0f} MiB"
             )
-        bound = suite_core.count_bound(events)
-        self.progress(
-            f"  exact-count bound: {bound['mb_per_s']:.1f} MB/s over "
-            f"{bound['new_content_bytes_per_event']:,.0f} new content B/event = "
-            f"{bound['events_per_s']:,.0f} events/s"
-        )
-        repeats = suite_core.repeat_bound(events)
-        self.progress(
-            f"  exact-repeat bound: {repeats['ms_per_window']:.2f} ms per window of "
-            f"{repeats['bytes_per_window']:,.0f} B = {repeats['events_per_s']:,.0f} events/s"
-        )
-        return {
-            "workload": workload,
-            "ceiling": ceiling,
-            "quix": quix,
-            "runner": median_run(runs),
-            "count_bound": bound,
-            "repeat_bound": repeats,
-        }
+        return median_run(runs)
 
     async def quix(
         self, kw: ClientKwargs, text: str, source: str, events: int, ceiling: float
@@ -332,11 +354,16 @@ class Suite:
             conversations=sizes.core_conversations,
             seed=SEED + 7,
         )
+        core["cpu_ms_per_event"] = {
+            name: suite_core.replay_cpu_ms(sizes.core_conversations, SEED + 7, core=name)
+            for name in CORES
+        }
         self.results["core"] = core
         self.progress(
             f"  adds/s {core['adds_per_s']['20']:,.0f} (max_items 20); finalize 20 x 1 KB median "
             f"{core['finalize_20x1KB_ms']['median']:.2f} ms; workload finalize median "
-            f"{core['workload_finalize_ms']['median']:.2f} ms"
+            f"{core['workload_finalize_ms']['median']:.2f} ms; CPU per event "
+            + ", ".join(f"{ms:.3f} ms ({n} core)" for n, ms in core["cpu_ms_per_event"].items())
         )
 
     def memory(self) -> None:

@@ -12,7 +12,7 @@ import statistics
 import time
 import tracemalloc
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 import suite_load as load
@@ -25,9 +25,11 @@ from stream_ctx import (
     TiktokenTokenizer,
     decode_event,
 )
+from stream_ctx.core.config import CoreChoice
+from stream_ctx.core.engine import PYTHON_CORE, Core, load_core
 from stream_ctx.core.events import Event, Finalize, Retrieval
 from stream_ctx.core.learning import LEARNED_ITEMS, Learning
-from stream_ctx.core.repeats import plan_texts
+from stream_ctx.core.memo import Memos
 from stream_ctx.core.tokenizer import get_tokenizer
 
 # Changes are taken (and dropped) this often, as the runner takes them once per batch.
@@ -117,6 +119,20 @@ def core_figures(*, adds: int, rounds: int, conversations: int, seed: int) -> di
     }
 
 
+def replay_cpu_ms(conversations: int, seed: int, *, core: str) -> float:
+    """The core alone on the real-text workload with one core: process CPU ms per event, the
+    best of two replays (each with fresh memo tables)."""
+    events = load.standard(conversations, seed)
+    best = math.inf
+    for _ in range(2):
+        processor = ContextProcessor(BundleConfig(), core=load_core(cast(CoreChoice, core)))
+        started = time.process_time()
+        for position, event in enumerate(events):
+            processor.apply(event, position=position)
+        best = min(best, (time.process_time() - started) / len(events) * 1000)
+    return best
+
+
 def count_bound(events: Sequence[Event], *, rounds: int = 3) -> dict[str, float]:
     """The exact-count bound: events/s if counting each new content text once were all the work.
 
@@ -151,15 +167,17 @@ def repeat_bound(
     events: Sequence[Event], *, max_items: int = 20, rounds: int = 3
 ) -> dict[str, float]:
     """The exact-repeat bound: events/s if finding the repeats of each finalize's window (the
-    hash index of its lines and sentences, the quotes and the diffs, plan_texts) were all the
-    work; and the share of a window's items its conversation's previous bundle did not hold (what
-    an incremental finalize must plan and count afresh).
+    index of its lines and sentences, the quotes and the diffs, planned by the compiled core,
+    and by the Python one beside it) were all the work; and the share of a window's items its
+    conversation's previous bundle did not hold (what an incremental finalize must plan and
+    count afresh).
 
     The windows are the bundles' items in context order, their contents rebuilt from the
     bundles' blocks, as the core processor makes them over `events`; timed in CPU time, best of
     `rounds`.
     """
     processor = ContextProcessor(BundleConfig(max_items=max_items), tokenizer=get_tokenizer())
+    compiled = load_core()
     windows: list[list[str]] = []
     last_window: dict[str, set[str]] = {}
     new_items = 0
@@ -171,20 +189,31 @@ def repeat_bound(
             before = last_window.get(bundle.conversation_id, set())
             new_items += sum(content not in before for content in contents)
             last_window[bundle.conversation_id] = set(contents)
-    best = math.inf
-    for _ in range(rounds):
-        started = time.process_time()
-        for contents in windows:
-            plan_texts(contents)
-        best = min(best, time.process_time() - started)
+    best = {core.name: _planning_s(windows, core, rounds) for core in (compiled, PYTHON_CORE)}
     window_bytes = sum(len(text.encode()) for contents in windows for text in contents)
     return {
         "windows": len(windows),
         "bytes_per_window": window_bytes / len(windows),
-        "ms_per_window": best / len(windows) * 1000,
-        "events_per_s": len(events) / best,
+        "ms_per_window": best[compiled.name] / len(windows) * 1000,
+        "events_per_s": len(events) / best[compiled.name],
+        "ms_per_window_python": best[PYTHON_CORE.name] / len(windows) * 1000,
         "new_item_share": new_items / sum(len(contents) for contents in windows),
     }
+
+
+def _planning_s(windows: list[list[str]], core: Core, rounds: int) -> float:
+    """CPU seconds to plan every window from nothing with `core`, the best of `rounds`."""
+    best = math.inf
+    for _ in range(rounds):
+        started = time.process_time()
+        for contents in windows:
+            memos = Memos()
+            index = core.text_index(memos)
+            planner = core.planner(index, [text.serial for text in index.add(contents)], memos)
+            for n in range(len(contents)):
+                planner.plan(n)
+        best = min(best, time.process_time() - started)
+    return best
 
 
 def held_memory(*, conversations: int, seed: int) -> dict[str, Any]:

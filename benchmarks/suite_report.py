@@ -32,7 +32,9 @@ _PAGE = _TEMPLATES.get_template("suite_report.md.j2")
 
 # The throughput targets, and the memory and restore figures that must not regress.
 QUIX_SHARE = 0.35
-CPU_MS_PER_EVENT = 0.6
+CPU_MS_PER_EVENT = 0.5
+# The core alone (no Kafka, no shell), per event on the real text.
+CORE_MS_PER_EVENT = 0.25
 P50_MS, P99_MS = 15.0, 50.0
 MAX_ITEMS_SHARE = 1 / 3
 RESTORE_FACTOR = 1.5
@@ -158,6 +160,16 @@ def targets(r: Results) -> list[dict[str, Any]]:
             "rest (Where the time goes)",
         },
         {
+            "target": f"the core alone <= {CORE_MS_PER_EVENT} ms CPU per event",
+            "measured": ", ".join(
+                f"{ms:.3f} ms ({name} core)" for name, ms in r["core"]["cpu_ms_per_event"].items()
+            ),
+            "met": r["core"]["cpu_ms_per_event"]["compiled"] <= CORE_MS_PER_EVENT,
+            "why": "the compiled core plans, quotes and diffs natively; writing entries, "
+            "counting them, the dedup graph and the window's bookkeeping are still Python (Where "
+            "the time goes)",
+        },
+        {
             "target": f"p50 <= {P50_MS:.0f} ms and p99 <= {P99_MS:.0f} ms finalize-to-bundle at "
             "half of max load",
             "measured": f"p50 {half['latency_ms_p50']:.1f} ms, p99 {half['latency_ms_p99']:.1f} ms"
@@ -222,6 +234,7 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
 
 def side_by_side_table(row: Results) -> str:
     """Passthrough ceiling, the Quix peer, stream-ctx and the exact-count bound, one text."""
+    whole = row
     ceiling, quix, run = row["ceiling"], row.get("quix", {}), row["runner"]
     bound, floors = row["count_bound"], _floor_rows(row)
 
@@ -243,6 +256,8 @@ def side_by_side_table(row: Results) -> str:
     else:
         rows.append(row("Quix Streams, top-N only", quix, "priority window, threshold, output"))
     rows.append(row("stream-ctx Runner", run, "window, dedup, render, exact counts"))
+    if "runner_python" in whole:
+        rows.append(row("stream-ctx Runner, Python core", whole["runner_python"], "the same"))
     rows.append(
         [
             "exact-count bound",
@@ -278,10 +293,11 @@ def _floor_rows(row: Results) -> list[list[str]]:
     return [
         [
             "exact-repeat bound",
-            f"plan_texts alone (line and sentence index, quotes, diffs): "
+            "planning alone (line and sentence index, quotes, diffs), compiled core: "
             f"{repeats['ms_per_window']:.2f} ms per finalize's window of "
-            f"{repeats['bytes_per_window']:,.0f} B, {repeats['new_item_share']:.0%} of its items"
-            " new",
+            f"{repeats['bytes_per_window']:,.0f} B (Python core "
+            f"{repeats.get('ms_per_window_python', float('nan')):.2f} ms), "
+            f"{repeats['new_item_share']:.0%} of its items new",
             f"{repeats['events_per_s']:,.0f}",
             "",
             f"{1000 / repeats['events_per_s']:.3f}",
@@ -352,6 +368,10 @@ def main_table(r: Results) -> str:
             f"{core['adds_per_s']['200']:,.0f} (max_items 200)",
         ],
         [
+            "core alone, CPU per event on the real text",
+            ", ".join(f"{ms:.3f} ms ({n} core)" for n, ms in core["cpu_ms_per_event"].items()),
+        ],
+        [
             "core finalize per bundle",
             f"20 items of ~1 KB: median "
             f"{core['finalize_20x1KB_ms']['median']:.2f} ms; real-text workload: median "
@@ -397,17 +417,22 @@ def ratios_table(r: Results) -> str:
     rows = []
     for text in r["texts"]:
         row = r["side_by_side"][text]
-        run, quix = row["runner"], row.get("quix", {})
-        rows.append(
-            [
-                TEXT_NAMES[text],
-                "" if "skipped" in quix else f"{run['events_per_s'] / quix['events_per_s']:.2f}x",
-                f"{run['ratio_to_ceiling']:.1%}",
-                f"{run['cpu_s'] / run['events'] * 1000:.2f}",
-                f"{run['events_per_s'] / row['count_bound']['events_per_s']:.1%}",
-            ]
-        )
-    header = ["text", "stream-ctx / Quix", "stream-ctx / ceiling", "stream-ctx CPU ms/event"]
+        quix = row.get("quix", {})
+        for core, run in (("compiled", row["runner"]), ("python", row.get("runner_python"))):
+            if run is None:
+                continue
+            rows.append(
+                [
+                    f"{TEXT_NAMES[text]}, {core} core",
+                    ""
+                    if "skipped" in quix
+                    else f"{run['events_per_s'] / quix['events_per_s']:.2f}x",
+                    f"{run['ratio_to_ceiling']:.1%}",
+                    f"{run['cpu_s'] / run['events'] * 1000:.2f}",
+                    f"{run['events_per_s'] / row['count_bound']['events_per_s']:.1%}",
+                ]
+            )
+    header = ["text, core", "stream-ctx / Quix", "stream-ctx / ceiling", "CPU ms/event"]
     return _table([*header, "of the exact-count bound"], rows)
 
 

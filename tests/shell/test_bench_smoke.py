@@ -53,13 +53,15 @@ def test_quick_suite_writes_results_table_and_chart(tmp_path: Path) -> None:
             "ceiling",
             "quix",
             "runner",
+            "runner_python",
             "count_bound",
             "repeat_bound",
         }
         assert row["runner"]["bundles"] == row["workload"]["finalizes"]
+        assert row["runner_python"]["bundles"] == row["workload"]["finalizes"]
         # The peer's row runs wherever the bench extra is installed, as CI installs it.
         assert row["quix"]["events"] == row["workload"]["events"]
-    assert len(results["targets"]) == 6
+    assert len(results["targets"]) == 7
     assert all({"target", "measured", "met"} <= t.keys() for t in results["targets"])
     assert [lv["fraction_of_max"] for lv in results["latency"]["levels"]] == [0.25, 0.5, 0.75]
     assert (tmp_path / "suite.png").read_bytes().startswith(PNG_MAGIC)
@@ -67,6 +69,8 @@ def test_quick_suite_writes_results_table_and_chart(tmp_path: Path) -> None:
     assert "## Targets" in page
     assert "### Settings behind these figures" in page
     assert page.count("| stream-ctx Runner |") == 2
+    assert page.count("| stream-ctx Runner, Python core |") == 2
+    assert set(results["core"]["cpu_ms_per_event"]) == {"compiled", "python"}
     assert done.stdout.count("| stream-ctx Runner |") == 2
     assert done.stdout.count("| exact-count bound |") == 2
     assert done.stdout.count("| exact-repeat bound |") == 2
