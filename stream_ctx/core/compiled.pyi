@@ -5,6 +5,8 @@ from stream_ctx.core.memo import Memos
 from stream_ctx.core.plan import TextPlan
 from stream_ctx.core.textindex import Units
 
+SOURCE_DIGEST: str
+
 def split_units(text: str) -> Units: ...
 
 class IndexedText:

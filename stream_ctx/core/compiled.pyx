@@ -46,12 +46,27 @@ from stream_ctx.core.rerun import RERUNS, rerun
 from stream_ctx.core.memo import Memo
 from stream_ctx.core.textindex import UNITS, lead_of
 
-__all__ = ("IndexedText", "LineMatcher", "Planner", "TextIndex", "choose_quotes", "rough_tokens", "split_units")
+__all__ = (
+    "SOURCE_DIGEST",
+    "IndexedText",
+    "LineMatcher",
+    "Planner",
+    "TextIndex",
+    "choose_quotes",
+    "rough_tokens",
+    "split_units",
+)
 
 cdef extern from "Python.h":
     bint Py_UNICODE_ISSPACE(Py_UCS4 ch)
     bint Py_UNICODE_ISALNUM(Py_UCS4 ch)
     bint Py_UNICODE_ISDECIMAL(Py_UCS4 ch)
+
+cdef extern from *:
+    const char* STREAM_CTX_SOURCE_DIGEST
+
+SOURCE_DIGEST = STREAM_CTX_SOURCE_DIGEST.decode()
+"""The blake2b digest (16 bytes) of the compiled.pyx this module was built from."""
 
 cdef Py_ssize_t _SURELY_WORTH = SURELY_WORTH
 cdef Py_ssize_t _MIN_SAVED_TOKENS = MIN_SAVED_TOKENS

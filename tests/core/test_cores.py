@@ -5,6 +5,7 @@ Python core."""
 from __future__ import annotations
 
 import difflib
+import hashlib
 import subprocess
 import sys
 from pathlib import Path
@@ -28,6 +29,12 @@ from tests.streams import RESTORE, applied, streams
 _DIGEST = Path(__file__).parents[2] / "benchmarks" / "bundle_digest.py"
 # benchmarks/bundle_digest.py's digest of the current context format (docs/benchmarks).
 _EXPECTED_DIGEST = "6b55f33eb7091f471d8c7b6f65c0b22a"
+
+
+def test_the_compiled_core_is_built_from_the_source_here() -> None:
+    source = Path(compiled.__file__).with_name("compiled.pyx").read_bytes()
+    digest = hashlib.blake2b(source, digest_size=16).hexdigest()
+    assert compiled.SOURCE_DIGEST == digest, "compiled.pyx changed: rebuild (pip install -e .)"
 
 
 def test_auto_runs_the_compiled_core_where_it_is_built() -> None:
