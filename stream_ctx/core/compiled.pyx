@@ -169,7 +169,9 @@ def choose_quotes(str source, str passage):
     """quotes.choose_quotes: the fewest first and last words of `passage` whose search in
     `source` finds it, and where; None when none within its first and last line do."""
     cdef Py_ssize_t start, end
-    if not passage or Py_UNICODE_ISSPACE(passage[0]) or Py_UNICODE_ISSPACE(passage[len(passage) - 1]):
+    if not passage or Py_UNICODE_ISSPACE(passage[0]):
+        return None
+    if Py_UNICODE_ISSPACE(passage[len(passage) - 1]):
         return None
     first_line_end = passage.find("\n")
     first_line = passage if first_line_end < 0 else passage[:first_line_end]
@@ -249,7 +251,9 @@ def split_units(str text):
     return units, starts, marks
 
 
-cdef void _add_unit(str text, Py_ssize_t start, Py_ssize_t end, list units, list starts, list marks):
+cdef void _add_unit(
+    str text, Py_ssize_t start, Py_ssize_t end, list units, list starts, list marks
+):
     """Append text[start:end] as a unit: it may start a run when it holds 8 characters and two
     words at the least."""
     cdef Py_ssize_t at, words = 0
