@@ -12,4 +12,8 @@ compiled = Extension(
     optional=True,
 )
 
-setup(ext_modules=cythonize([compiled], compiler_directives={"language_level": "3"}, quiet=True, build_dir="build"))
+setup(
+    ext_modules=cythonize(
+        [compiled], compiler_directives={"language_level": "3"}, quiet=True, build_dir="build"
+    )
+)

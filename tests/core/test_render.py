@@ -19,7 +19,19 @@ from stream_ctx.core.events import RenderOrder, RetrievedItem
 from stream_ctx.core.plan import Ref, TextPlan
 from stream_ctx.core.processor import ContextProcessor
 from stream_ctx.core.reader import ReadItem, read_context, read_references
-from stream_ctx.core.render import READING_GUIDE, atom, render_naive
+from stream_ctx.core.render import (
+    KIND,
+    LOOSE_ID,
+    NAME,
+    NAME_AFTER_BASE,
+    READING_GUIDE,
+    TAG,
+    TAG_AFTER_BASE,
+    VALUE,
+    VALUE_AFTER_BASE,
+    atom,
+    render_naive,
+)
 from stream_ctx.core.repeats import plan_texts
 from stream_ctx.core.scoring import rank_key
 from stream_ctx.core.tokenizer import get_tokenizer
@@ -279,22 +291,35 @@ def test_header_names_a_base_and_writes_only_what_differs() -> None:
 
 
 @pytest.mark.parametrize(
-    ("text", "expected"),
+    ("text", "form", "expected"),
     [
-        ("rust", "rust"),
-        ("web-api", "web-api"),
-        ("a b", '"a b"'),
-        ("", '""'),
-        ("x=y", '"x=y"'),
-        ("line\nbreak", '"line\\nbreak"'),
-        ("#t", '"#t"'),
-        ("-x", '"-x"'),
-        ("^1", '"^1"'),
-        ("«", '"«"'),
+        ("web-api", TAG, "web-api"),
+        ("a b", TAG, "a b"),
+        ("", TAG, ""),
+        ("a #b", TAG, '"a #b"'),
+        ("a -#b", TAG, "a -#b"),
+        ("a -#b", TAG_AFTER_BASE, '"a -#b"'),
+        ('"q', TAG, '"\\"q"'),
+        ("line\nbreak", TAG, '"line\\nbreak"'),
+        ("x=y", VALUE, "x=y"),
+        ("a b=c", VALUE, '"a b=c"'),
+        ("a - b", VALUE, "a - b"),
+        ("a - b", VALUE_AFTER_BASE, '"a - b"'),
+        ("~", VALUE, '"~"'),
+        ("~x", VALUE, "~x"),
+        ("-x", NAME, "-x"),
+        ("-x", NAME_AFTER_BASE, '"-x"'),
+        ("x=y", NAME, '"x=y"'),
+        ("my kind", KIND, "my kind"),
+        ("f(x)", KIND, '"f(x)"'),
+        ("a (b)", LOOSE_ID, '"a (b)"'),
+        ("a -#b=c", LOOSE_ID, "a -#b=c"),
     ],
 )
-def test_atom_is_bare_only_when_unambiguous(text: str, expected: str) -> None:
-    assert atom(text) == expected
+def test_an_atom_is_bare_unless_its_form_would_read_it_otherwise(
+    text: str, form: re.Pattern[str], expected: str
+) -> None:
+    assert atom(text, form) == expected
 
 
 def test_reading_guide_names_every_construct() -> None:
@@ -308,6 +333,7 @@ def test_reading_guide_names_every_construct() -> None:
         "[§k]",
     )
     constructs += ('[§k "first words"…"last words"]', "[§k with changes:]", "@@", "[\\§")
+    constructs += ("Still applies:", "No longer applies:")
     for construct in constructs:
         assert construct in READING_GUIDE
 
@@ -650,7 +676,7 @@ def test_a_header_takes_the_cheapest_base_not_the_nearest_that_beats_writing_it_
 
 def test_an_empty_value_is_not_taken_for_the_ids_stem() -> None:
     context = _lean_context([make_item(id="document:1", content="text", attributes={"note": ""})])
-    assert context == '§1 document:1 (chunk) note=""\ntext\n'
+    assert context == "§1 document:1 (chunk) note=\ntext\n"
     assert read_context(context)[0].attributes == {"note": ""}
 
 
