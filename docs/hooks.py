@@ -381,6 +381,9 @@ def context_format_page() -> str:
             READING_GUIDE.rstrip("\n"),
             "```",
             "",
+            "[Reading rules, by example](reading-rules.md) shows one small context per rule"
+            " of the guide and the items it stands for; a test reads each of them.",
+            "",
             "## An example",
             "",
             "Input, `examples/readme.jsonl`: two neighbouring chunks that overlap by a sentence, an"
