@@ -139,8 +139,9 @@ class ContextServer:
         self.server.tool(
             name="get_context",
             description=(
-                "Request a fresh context bundle for a conversation and return its context text;"
-                " the bundle's stats come as structured content."
+                "Request a fresh context bundle for a conversation and return its context text,"
+                " as the part the previous bundle sent too and the rest; the bundle's stats and"
+                " cache breakpoint come as structured content."
             ),
         )(self.get_context)
         self.legacy = _LegacySubscriptions(tenants)
@@ -179,7 +180,8 @@ class ContextServer:
         except (InvalidEventError, BrokerError, FinalizeTimeoutError, DuplicateRequestError) as exc:
             raise ToolError(str(exc)) from exc
         bundle = kept.bundle()
-        texts = [TextContent(type="text", text=bundle.context)]
+        # The part the previous bundle sent too, then the rest: a host caches up to the first.
+        texts = [TextContent(type="text", text=part) for part in bundle.cache_blocks()]
         session = _session_of(ctx, conversation_id)
         if include_guide or (include_guide is None and session not in self._guided):
             texts.insert(0, TextContent(type="text", text=stream_ctx.READING_GUIDE))
@@ -189,6 +191,7 @@ class ContextServer:
             "seq": bundle.seq,
             "mode": bundle.mode,
             **msgspec.structs.asdict(bundle.stats),
+            "cache_breakpoint": msgspec.structs.asdict(bundle.cache_breakpoint),
         }
         return CallToolResult(content=list(texts), structured_content=stats)
 
