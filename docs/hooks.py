@@ -103,7 +103,7 @@ def _default(value: object) -> str:
         return "none"
     if value == {}:
         return "empty"
-    return f"`{json.dumps(value)}`"
+    return f"`{json.dumps(msgspec.to_builtins(value))}`"
 
 
 def _accepts(dotted: str, key: Key) -> str:
