@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from stream_ctx.core.accumulator import ContextItem
 from stream_ctx.core.entry import render_lean
+from stream_ctx.core.quotes import choose_quotes, find_passage
 from stream_ctx.core.reader import read_context
 from stream_ctx.core.repeats import plan_texts
 from tests.factories import make_context_item
@@ -171,3 +172,13 @@ def test_content_that_looks_like_a_reference_or_a_diff_reads_back() -> None:
         "§2 looks like a lead\n[§2]",
     ]
     assert [it.content for it in read_context(_context(_items(contents)))] == contents
+
+
+def test_a_last_quote_a_reader_would_meet_sooner_inside_a_word_is_lengthened() -> None:
+    passage = "Make the pool first, then many instances of it, and return an Instance"
+    source = f"Intro.\n{passage}.\nMore."
+    quotes = choose_quotes(source, passage)
+    assert quotes is not None
+    head, tail, _ = quotes
+    assert tail == "an Instance"  # `Instance` alone stands in `instances` before it
+    assert find_passage(source, head, tail) == passage
