@@ -105,7 +105,7 @@ def _default(value: object) -> str:
         return "none"
     if value == {}:
         return "empty"
-    return f"`{json.dumps(value)}`"
+    return f"`{json.dumps(msgspec.to_builtins(value))}`"
 
 
 def _accepts(dotted: str, key: Key) -> str:
@@ -382,6 +382,9 @@ def context_format_page() -> str:
             "```text",
             READING_GUIDE.rstrip("\n"),
             "```",
+            "",
+            "[Reading rules, by example](reading-rules.md) shows one small context per rule"
+            " of the guide and the items it stands for; a test reads each of them.",
             "",
             "## An example",
             "",

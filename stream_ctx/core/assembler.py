@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from stream_ctx.core.accumulator import ContextItem, RankedItem
 from stream_ctx.core.dag import StateDag
 from stream_ctx.core.engine import PYTHON_CORE, Core
-from stream_ctx.core.entry import Numbering, is_sharing, lean_template
+from stream_ctx.core.entry import Numbering, is_sharing, lean_template, plain_plan
 from stream_ctx.core.events import RenderOrder
 from stream_ctx.core.memo import Memos
 from stream_ctx.core.placement import Held, Placements
@@ -166,6 +166,13 @@ class DagContextAssembler:
         count = self.tokenizer.count_segment
         leads = (f"[{n}]" for n in range(1, len(items) + 1))
         naive = sum(held.naive for held in placed.helds) + sum(count(lead, lead) for lead in leads)
+        tokens = sum(tokens for _, tokens in segments)
+        is_shared = is_sharing(placed.templates, plans)
+        if tokens > naive:  # priced roughly, the sharing cost more than it saved
+            plain_plans, plain = self._plain(placed.helds)
+            plain_tokens = sum(tokens for _, tokens in plain)
+            if plain_tokens < tokens:
+                plans, segments, tokens, is_shared = plain_plans, plain, plain_tokens, False
         return Assembly(
             selected,
             placed_items,
@@ -173,10 +180,23 @@ class DagContextAssembler:
             StateDag.build(items, plans, memos=self._memos),
             segments,
             "".join(text for text, _ in segments),
-            sum(tokens for _, tokens in segments),
+            tokens,
             naive,
-            is_sharing(placed.templates, plans),
+            is_shared,
         )
+
+    def _plain(self, helds: list[Held]) -> tuple[list[TextPlan], list[Counted]]:
+        """The plain rendering of `helds`: every entry written out, sharing nothing."""
+        items = [held.item for held in helds]
+        parts = [held.parts for held in helds]
+        plans = [plain_plan(item.content) for item in items]
+        slots = range(len(items))
+        numbering = Numbering({n: n + 1 for n in slots}, self.tokenizer)
+        counted: list[Counted] = []
+        for n, plan in enumerate(plans):
+            template = lean_template(items, parts, n, slots, plan, self._memos, is_plain=True)
+            counted += template.counted(numbering, self.tokenizer)
+        return plans, counted
 
 
 def _writes_alike(held: ContextItem, item: ContextItem) -> bool:

@@ -8,7 +8,7 @@ from stream_ctx.core.config import ContextFormat
 from stream_ctx.core.dag import SharedAttribute
 from stream_ctx.core.events import BundleMode, RenderOrder
 
-__all__ = ("Bundle", "BundleItem", "BundleStats")
+__all__ = ("Bundle", "BundleItem", "BundleStats", "CacheBreakpoint")
 
 
 class BundleItem(msgspec.Struct, frozen=True, kw_only=True):
@@ -56,12 +56,23 @@ class BundleStats(msgspec.Struct, frozen=True, kw_only=True):
     shared_blocks: int
 
 
+class CacheBreakpoint(msgspec.Struct, frozen=True, kw_only=True):
+    """Where the entries a context shares with the conversation's previous bundle end: its first
+    `chars` characters, `tokens` tokens exactly when sent as a block of their own, which reach
+    each of the common providers' minimum cacheable prefixes in `meets` (1,024, 2,048, 4,096)."""
+
+    chars: int
+    tokens: int
+    meets: list[int]
+
+
 class Bundle(msgspec.Struct, frozen=True, kw_only=True, tag="bundle", tag_field="type"):
     """A conversation's context at one finalize: `items` in priority order, `context` to prompt.
 
     A `delta` bundle's context holds only what changed since bundle `base_bundle_id`, and its
     `blocks` only what its new items need; `context_order` lists the full context's items (as
     indices into `items`), so rebuild_full can make the full bundle from it and its base.
+    `cache_breakpoint` says where a host puts a prompt-cache breakpoint (none in a delta).
     """
 
     bundle_id: str
@@ -80,3 +91,12 @@ class Bundle(msgspec.Struct, frozen=True, kw_only=True, tag="bundle", tag_field=
     context: str
     stats: BundleStats
     context_order: list[int] | None = None
+    cache_breakpoint: CacheBreakpoint = msgspec.field(
+        default_factory=lambda: CacheBreakpoint(chars=0, tokens=0, meets=[])
+    )
+
+    def cache_blocks(self) -> list[str]:
+        """The context as a host sends it for prompt caching: the part the previous bundle sent
+        too, then the rest (each only when not empty)."""
+        at = self.cache_breakpoint.chars
+        return [part for part in (self.context[:at], self.context[at:]) if part]

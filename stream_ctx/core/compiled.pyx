@@ -852,10 +852,11 @@ cdef class Planner:
                 i, j, size = i - 1, j - 1, size + 1
             a, b = self._widened(theirs, j, size, mine, i)
             a = max(a, written)
+        holders = sorted({place.first for place in candidates[0] if place.first < k})
         for first, last in narrowed(mine.starts, a, b):
             if last - first < MIN_PASSAGE_CHARS:
                 break
-            quoted = self._quoted(n, k, mine.text, first, last)
+            quoted = self._quoted(n, k, mine.text, first, last, holders)
             if quoted is not None:
                 return (*quoted, end)
         return None
@@ -876,15 +877,21 @@ cdef class Planner:
                 b = mine.start_at[mine.ids.size()]
         return a, b
 
-    cdef object _quoted(self, long n, long k, str text, long a, long b):
+    cdef object _quoted(self, long n, long k, str text, long a, long b, list holders=None):
         """The reference for text[a:b] without its blanks at either end, if quotes find it and
-        it is worth it."""
+        it is worth it; naming the first of `holders` that holds it whole."""
         span = text[a:b]
         a += len(span) - len(span.lstrip())
         b = a + len(text[a:b].rstrip())
         passage = text[a:b]
         if len(passage) < MIN_PASSAGE_CHARS:
             return None
+        if holders is not None:
+            for holder in holders:
+                if passage in (<IndexedText>self.texts[holder]).text:
+                    quoted = self._quoted(n, holder, text, a, b)
+                    if quoted is not None:
+                        return quoted
         source = (<IndexedText>self.texts[k]).text if k != n else text[:a]
         if k != n and passage == source:
             return (Ref(k, 0, len(passage)), a, b) if _is_worth(k, passage, "", "") else None

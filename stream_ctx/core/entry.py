@@ -17,11 +17,19 @@ from itertools import pairwise
 from stream_ctx.core.accumulator import ContextItem
 from stream_ctx.core.memo import Memos
 from stream_ctx.core.plan import DIFF_LEAD, Ref, TextPlan
-from stream_ctx.core.render import HeaderParts, best_base, loose_atom, parts_of, stem_of
+from stream_ctx.core.render import LOOSE_ID, HeaderParts, atom, best_base, parts_of, stem_of
 from stream_ctx.core.segment import Counted, Segment, entry_cuts, segment_key
 from stream_ctx.core.tokenizer import Tokenizer
 
-__all__ = ("Numbering", "Part", "Template", "is_sharing", "lean_template", "render_lean")
+__all__ = (
+    "Numbering",
+    "Part",
+    "Template",
+    "is_sharing",
+    "lean_template",
+    "plain_plan",
+    "render_lean",
+)
 
 Part = str | int
 """Text, or a slot (an int naming an entry) that the number of that entry fills."""
@@ -104,20 +112,23 @@ def lean_template(
     slots: Sequence[int],
     plan: TextPlan,
     memos: Memos,
+    *,
+    is_plain: bool = False,
 ) -> Template:
     """Entry `n` of `items` (whose header parts are `parts`), its contents planned as `plan`
-    with references naming slots; `slots[k]` is entry k's slot, for its number and its base's."""
+    with references naming slots; `slots[k]` is entry k's slot, for its number and its base's.
+    A plain entry writes its metadata in full, naming no base."""
     item = items[n]
-    base, diff = best_base(parts, n, memos)
+    base, diff = (None, parts[n].full[0]) if is_plain else best_base(parts, n, memos)
     header: list[Part]
     if base is None:
-        header = [f" {loose_atom(item.id)}{diff}\n"]
+        header = [f" {atom(item.id, LOOSE_ID)}{diff}\n"]
     else:
         stem = stem_of(items[base].id)
         if stem is not None and item.id.startswith(stem):
-            name = f"~{loose_atom(item.id[len(stem) :])}"
+            name = f"~{atom(item.id[len(stem) :], LOOSE_ID)}"
         else:
-            name = loose_atom(item.id)
+            name = atom(item.id, LOOSE_ID)
         header = [f" {name} ^", slots[base], f"{diff}\n"]
     return Template(_segments(slots[n], [*header, *_body(plan), "\n"]), base is not None)
 
@@ -147,6 +158,11 @@ def render_lean(
             texts = lean_template(items, parts, n, slots, plan, memos).texts(written)
             segments += [(segment_key(text), text) for text in texts]
     return segments
+
+
+def plain_plan(content: str) -> TextPlan:
+    """A text written out whole: what a plain rendering writes."""
+    return TextPlan([content] if content else [])
 
 
 def is_sharing(templates: Sequence[Template], plans: Sequence[TextPlan]) -> bool:

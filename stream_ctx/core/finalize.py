@@ -11,7 +11,7 @@ from stream_ctx.core.bundle import Bundle, BundleItem, BundleStats
 from stream_ctx.core.config import BundleConfig
 from stream_ctx.core.delta import Delta, SentState, plan_delta, sent_after
 from stream_ctx.core.events import Finalize
-from stream_ctx.core.prefix import tokens_prefix_reused
+from stream_ctx.core.prefix import NO_BREAKPOINT, cache_breakpoint, tokens_prefix_reused
 from stream_ctx.core.tokenizer import Tokenizer
 
 __all__ = ("Conversation", "Finalized", "finalize")
@@ -77,6 +77,9 @@ def finalize(
             conversation, assembly, delta, sent, config=config, tokenizer=assembler.tokenizer
         ),
         context_order=None if delta is None else _context_order(assembly),
+        cache_breakpoint=NO_BREAKPOINT
+        if delta is not None
+        else cache_breakpoint(conversation.previous_context, assembly.context, assembly.segments),
     )
     return Finalized(bundle, sent, assembly.context)
 

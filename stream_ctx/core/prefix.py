@@ -1,4 +1,5 @@
-"""Prefix reuse: how many leading tokens of a context equal the start of the previous one.
+"""Prefix reuse: how many leading tokens of a context equal the start of the previous one, and
+the cache breakpoint a host places where the whole entries they share end.
 
 LLM prompt caches bill a byte-identical prefix at a fraction of the price. The previous context
 is kept compressed in the conversation state; the count walks this context's segments (each
@@ -8,14 +9,31 @@ character in both texts, between joints where the pre-tokenizer always splits.
 
 from __future__ import annotations
 
+import re
 import zlib
 from collections.abc import Sequence
 
+from stream_ctx.core.bundle import CacheBreakpoint
 from stream_ctx.core.segment import Counted
 from stream_ctx.core.textmatch import common_run
 from stream_ctx.core.tokenizer import FORCED_JOINT, Tokenizer
 
-__all__ = ("pack_context", "tokens_prefix_reused", "unpack_context")
+__all__ = (
+    "CACHE_MINIMUMS",
+    "NO_BREAKPOINT",
+    "cache_breakpoint",
+    "pack_context",
+    "tokens_prefix_reused",
+    "unpack_context",
+)
+
+CACHE_MINIMUMS = (1_024, 2_048, 4_096)
+"""The shortest prefixes common providers cache, in tokens: OpenAI and most Anthropic models
+1,024, some 2,048 or 4,096 (docs/guides/prompt-caching.md names them)."""
+NO_BREAKPOINT = CacheBreakpoint(chars=0, tokens=0, meets=[])
+"""A context that shares no entry with the one before it (or a delta, which the history holds)."""
+# A segment that is an entry's lead `§n` (at the context's start or a line's): entries start there.
+_LEAD = re.compile(r"§\d+")
 
 # Fast and still ~3x on prose: the kept context costs about a third of its size.
 _ZLIB_LEVEL = 1
@@ -55,3 +73,29 @@ def tokens_prefix_reused(
 def _next_joint(text: str, after: int) -> int:
     found = FORCED_JOINT.search(text, after + 1)
     return found.start() if found else len(text)
+
+
+def cache_breakpoint(
+    before: str | None, context: str, segments: Sequence[Counted]
+) -> CacheBreakpoint:
+    """Where the whole entries `context` starts with, as the previous context `before` did, end:
+    characters and exact tokens (entries start where the pre-tokenizer must split, so the tokens
+    of that stretch sent alone are the sum of its segments' counts)."""
+    if before is None:
+        return NO_BREAKPOINT
+    same = common_run(before, 0, context, 0)
+    chars = tokens = start = counted = 0
+    for text, count in segments:
+        if start > same:
+            break
+        if _LEAD.fullmatch(text) and (start == 0 or context[start - 1] == "\n"):
+            chars, tokens = start, counted  # every entry before this one is shared whole
+        start += len(text)
+        counted += count
+    if same == len(context):  # all of it: the previous context went on, or was the same
+        chars, tokens = len(context), counted
+    if chars == 0:
+        return NO_BREAKPOINT
+    return CacheBreakpoint(
+        chars=chars, tokens=tokens, meets=[m for m in CACHE_MINIMUMS if tokens >= m]
+    )

@@ -3,7 +3,9 @@ quoted first and last words that locate a passage of an earlier text by plain se
 
 A passage `[§k "head"…"tail"]` is read as: in item k's text, the first place `head` occurs, up
 to the end of the first `tail` after it. The writer quotes just enough words for that search to
-land on the passage meant, and only words of the passage's first and last line.
+land on the passage meant, and only words of the passage's first and last line; a last quote a
+reader would meet sooner, in a longer word or in other letter case, is lengthened while that
+helps.
 """
 
 from __future__ import annotations
@@ -83,15 +85,20 @@ def _tail_for(
     source: str, passage: str, start: int, head: str, last_line: str
 ) -> tuple[str, str, int] | None:
     """The shortest tail that ends the search at the passage's end, with the head found at
-    `start`."""
+    `start`; rather one that a reader scanning for it meets nowhere before, not even inside a
+    word or in other letter case (`process` in `processes`)."""
     end = start + len(passage)
+    found_first: str | None = None
     for tail in _tails(last_line):
         if len(head) + len(tail) > len(passage):
-            return None
+            break
         found = source.find(tail, start + len(head))
-        if found + len(tail) == end:
+        if found + len(tail) != end:
+            continue
+        if tail.casefold() not in source[start + len(head) : found].casefold():
             return head, tail, start
-    return None
+        found_first = found_first or tail
+    return (head, found_first, start) if found_first is not None else None
 
 
 def _heads(line: str) -> Iterator[str]:

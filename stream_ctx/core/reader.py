@@ -8,13 +8,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from stream_ctx.core.quotes import find_passage
-from stream_ctx.core.render import LOOSE_ID, LOOSE_VALUE, stem_of
+from stream_ctx.core.render import (
+    KIND,
+    LOOSE_ID,
+    NAME,
+    NAME_AFTER_BASE,
+    TAG,
+    TAG_AFTER_BASE,
+    VALUE,
+    VALUE_AFTER_BASE,
+    stem_of,
+)
 from stream_ctx.core.rerun import HunkError, apply_hunks
 from stream_ctx.errors import StreamCtxError
 
 __all__ = ("ContextSyntaxError", "ReadItem", "Reference", "read_context", "read_references")
 
-_BARE = re.compile(r'[^\s\[\](){}=;,#"@|`\\^«»~-][^\s\[\](){}=;,#"@|`\\«»]*')
 _LEAD = re.compile(r"§(\d+) ")
 _BODY_TOKEN = re.compile(r'(?m)^\\(?=\\*§\d)|\[\\(?=\\*§)|\[§(\d+)(?: "(.*?)"…"(.*?)")?\]')
 _DIFF = re.compile(r"\[§(\d+) with changes:\]\n")
@@ -156,21 +165,25 @@ def _literal(part: str, number: int) -> str:
 
 
 def _header(s: str, pos: int, number: int, items: list[ReadItem]) -> tuple[ReadItem, int]:
-    """Parse `id terms...\n` from `pos`; returns the item and the position after it."""
+    """Parse `id [^k] [(kind)] terms...\n` from `pos`; returns the item and the position after
+    it."""
     is_abbreviated = s.startswith("~", pos)
     item_id, pos = _atom(s, pos + is_abbreviated, LOOSE_ID)
     item = ReadItem(number, item_id, "")
-    has_kind = has_metadata = False
+    if s.startswith(" ^", pos):
+        pos = _base(s, pos + 2, item, items)
+    if s.startswith(" (", pos):
+        item.kind, pos = _atom(s, pos + 2, KIND)
+        if not s.startswith(")", pos):
+            raise ContextSyntaxError(f"item §{number}: expected ')' at character {pos}")
+        pos += 1
+    elif item.base is None:
+        raise ContextSyntaxError(f"item §{number}: neither `(kind)` nor `^k` in its header")
+    has_tags = False
     own_stem: set[str] = set()
     while s.startswith(" ", pos):
-        if has_metadata or not s.startswith(("(", "^"), pos + 1):
-            pos = _metadata_term(s, pos + 1, item, own_stem)
-            has_metadata = True
-            continue
-        pos, is_kind = _term(s, pos + 1, item, items)
-        has_kind |= is_kind
-    if not has_kind:
-        raise ContextSyntaxError(f"item §{number}: neither `(kind)` nor `^k` in its header")
+        pos, is_tag = _metadata_term(s, pos + 1, item, own_stem, has_tags)
+        has_tags |= is_tag
     if not s.startswith("\n", pos):
         raise ContextSyntaxError(f"item §{number}: expected a newline at character {pos}")
     if is_abbreviated:
@@ -186,55 +199,59 @@ def _header(s: str, pos: int, number: int, items: list[ReadItem]) -> tuple[ReadI
     return item, pos + 1
 
 
-def _term(s: str, pos: int, item: ReadItem, items: list[ReadItem]) -> tuple[int, bool]:
-    """Apply a `(kind)` or `^k` term, which come before any attribute or tag, to `item`;
-    returns the position after it and whether it set the kind."""
-    if s.startswith("(", pos):
-        item.kind, end = _atom(s, pos + 1)
-        if not s.startswith(")", end):
-            raise ContextSyntaxError(f"item §{item.number}: expected ')' at character {end}")
-        return end + 1, True
-    digits = _DIGITS.match(s, pos + 1)  # a `^k`, the only other term before the attributes
+def _base(s: str, pos: int, item: ReadItem, items: list[ReadItem]) -> int:
+    """Take kind, attributes and tags from the base `^k` whose digits start at `pos`."""
+    digits = _DIGITS.match(s, pos)
     if digits is None or not 1 <= int(digits.group()) < item.number:
-        raise ContextSyntaxError(f"item §{item.number}: bad base at character {pos}")
+        raise ContextSyntaxError(f"item §{item.number}: bad base at character {pos - 1}")
     item.base = int(digits.group())
     base = items[item.base - 1]
     item.kind, item.attributes, item.tags = base.kind, dict(base.attributes), list(base.tags)
-    return digits.end(), True
+    return digits.end()
 
 
-def _metadata_term(s: str, pos: int, item: ReadItem, own_stem: set[str]) -> int:
-    if s.startswith("-#", pos):
-        tag, end = _atom(s, pos + 2)
+def _metadata_term(
+    s: str, pos: int, item: ReadItem, own_stem: set[str], has_tags: bool
+) -> tuple[int, bool]:
+    """Apply an attribute or tag term to `item`; returns the position after it and whether it
+    was a tag. After a tag only tags follow; `-` starts a term only after a base."""
+    is_after_base = item.base is not None
+    if is_after_base and s.startswith("-#", pos):
+        tag, end = _atom(s, pos + 2, TAG_AFTER_BASE)
         item.tags = [t for t in item.tags if t != tag]
-        return end
-    if s.startswith("-", pos):
-        name, end = _atom(s, pos + 1)
+        return end, True
+    if s.startswith("#", pos):
+        tag, end = _atom(s, pos + 1, TAG_AFTER_BASE if is_after_base else TAG)
+        item.tags.append(tag)
+        return end, True
+    if has_tags:
+        raise ContextSyntaxError(f"item §{item.number}: an attribute after a tag at {pos}")
+    if is_after_base and s.startswith("-", pos):
+        name, end = _atom(s, pos + 1, NAME_AFTER_BASE)
         item.attributes.pop(name, None)
         own_stem.discard(name)
-        return end
-    if s.startswith("#", pos):
-        tag, end = _atom(s, pos + 1)
-        item.tags.append(tag)
-        return end
-    name, end = _atom(s, pos)
+        return end, False
+    name, end = _atom(s, pos, NAME_AFTER_BASE if is_after_base else NAME)
     if not s.startswith("=", end):
         raise ContextSyntaxError(f"item §{item.number}: expected '=' at character {end}")
-    if s.startswith("~", end + 1):
+    if s.startswith("~", end + 1) and s[end + 2 : end + 3] in (" ", "\n"):
         own_stem.add(name)
         item.attributes[name] = ""
-        return end + 2
-    value, end = _atom(s, end + 1, LOOSE_VALUE)
+        return end + 2, False
+    value, end = _atom(s, end + 1, VALUE_AFTER_BASE if is_after_base else VALUE)
     item.attributes[name] = value
     own_stem.discard(name)
-    return end
+    return end, False
 
 
-def _atom(s: str, pos: int, bare_form: re.Pattern[str] = _BARE) -> tuple[str, int]:
+def _atom(s: str, pos: int, bare_form: re.Pattern[str]) -> tuple[str, int]:
+    """A JSON string, or the longest bare atom (maybe empty) of `bare_form`, from `pos`."""
     if s.startswith('"', pos):
-        value, end = _JSON.raw_decode(s, pos)
+        try:
+            value, end = _JSON.raw_decode(s, pos)
+        except ValueError as exc:
+            raise ContextSyntaxError(f"expected a JSON string at character {pos}") from exc
         return str(value), end
     bare = bare_form.match(s, pos)
-    if bare is None:
-        raise ContextSyntaxError(f"expected a name or value at character {pos}")
+    assert bare is not None  # noqa: S101 - every bare form matches the empty string
     return bare.group(), bare.end()

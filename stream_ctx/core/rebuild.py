@@ -13,7 +13,7 @@ import msgspec
 from stream_ctx.core.accumulator import ContextItem, RankedItem
 from stream_ctx.core.assembler import DagContextAssembler
 from stream_ctx.core.bundle import Bundle, BundleItem
-from stream_ctx.core.prefix import tokens_prefix_reused
+from stream_ctx.core.prefix import cache_breakpoint, tokens_prefix_reused
 from stream_ctx.core.tokenizer import get_tokenizer
 from stream_ctx.errors import StreamCtxError
 
@@ -80,6 +80,7 @@ def rebuild_full(bundle: Bundle, base: Bundle) -> Bundle:
             conversation_tokens_sent=sent,
         ),
         context_order=None,
+        cache_breakpoint=cache_breakpoint(base.context, assembly.context, assembly.segments),
     )
 
 

@@ -31,17 +31,22 @@ __all__ = (
     "BASELINE_ENTRIES",
     "BASE_WINDOW",
     "HEADER_PARTS",
+    "KIND",
     "LOOSE_ID",
-    "LOOSE_VALUE",
+    "NAME",
+    "NAME_AFTER_BASE",
     "READING_GUIDE",
+    "TAG",
+    "TAG_AFTER_BASE",
     "TAG_DIFFERENCES",
+    "VALUE",
+    "VALUE_AFTER_BASE",
     "HeaderParts",
     "Priced",
     "atom",
     "attribute_difference",
     "best_base",
     "header_parts",
-    "loose_atom",
     "naive_entry",
     "parts_of",
     "reference_cost",
@@ -51,34 +56,58 @@ __all__ = (
 )
 
 READING_GUIDE = (
-    "Retrieved context lists items. `§n id (kind)` starts item n; `name=value` and `#tag`"
-    " after it are the item's attributes and tags. `§n id ^k` means: the same kind, attributes"
-    " and tags as item k, except what is written after it (`(kind)` sets the kind, `name=value`"
-    " sets an attribute, `-name` drops one, `#tag` adds a tag, `-#tag` drops one). An id written"
-    " `~rest` is item k's id up to its last `:`, `#` or `/`, then rest; a value `~` is the item's"
-    " own id up to that separator. The item's text follows, up to the next `§n` line. In a text,"
-    ' `[§k]` stands for all of item k\'s text, and `[§k "first words"…"last words"]` for'
-    " the passage of item k's text that starts where the first quote first occurs and ends with"
-    " the next occurrence of the last quote (k may be the item being read: a passage earlier in"
-    " it). A text that starts `[§k with changes:]` is item k's text changed by the hunks that"
-    " follow: each `@@` starts a hunk whose lines starting with a space are kept, `-` removed and"
-    " `+` added; its kept and removed lines stand together in item k's text after the previous"
-    " hunk's. `[\\§` is a literal `[§`; a backslash before a `§` that starts a line is not part"
-    " of the text. A context that starts with `Still applies:` adds to the earlier ones: the"
-    " items that line names still apply (`§a-b` is items a to b, `(bundle s)` the context that"
-    " sent them), those after `No longer applies:` do not, and its own items are numbered after"
-    " the earlier ones, which `^k` and `[§k …]` may name. Any other context replaces all"
-    " earlier ones.\n"
+    "Retrieved context lists items. `§n id (kind)` starts item n; `name=value` and `#tag` after "
+    "it are the item's attributes and tags (a list, in order). `§n id ^k` means: the same kind, "
+    "attributes and tags as item k, except what is written after it (`(kind)` right after `^k` "
+    "sets the kind, `name=value` sets an attribute, `-name` drops one, `#tag` appends a tag, "
+    "`-#tag` drops its every copy). An id written `~rest` is item k's id up to and including its "
+    "last `:`, `#` or `/`, then rest; a value written `~` alone is the item's own id up to, not "
+    "including, that separator (a value kept from item k stays item k's). A bare id is words "
+    "with single spaces between, up to one that starts with `(` or `^`; a bare value likewise, "
+    'up to one that starts with `#` or `"` (after `^k`, also `-`) or holds `=`; a bare tag up '
+    "to one that starts with `#` (after `^k`, also `-#`), as tags come last; a bare name ends at "
+    'its `=` (after `^k`, it does not start with `-`), a bare kind at its `)`; `"` opens a JSON '
+    "string. The item's text is the lines after its header, up to the line that starts `§` and "
+    "the next item's number; the newline before that line (or the context's last one) is not "
+    "part of it. In a text, `[§k]` stands for all of item k's text, and `[§k \"first "
+    'words"…"last words"]` for the passage of item k\'s text from the first occurrence of the '
+    "first quote to the end of the first occurrence of the last quote after the first quote's "
+    'end (k may be the item being read: a passage earlier in it). Quotes stand as written, `"` '
+    'and `…` too: the first ends at the first `"…"`, the last at the first `"]`. Elsewhere in '
+    "a text, `[\\§` is a literal `[§`: one `\\` is dropped after a `[` that `\\`s and a `§` "
+    "follow, and at the start of a line that `\\`s, a `§` and a digit begin. A text that starts "
+    "`[§k with changes:]` is item k's text changed by the hunks that follow (taken literally, no "
+    "references or escapes): each `@@` line starts a hunk whose lines starting with a space are "
+    "kept, `-` removed and `+` added; its kept and removed lines, in order, are replaced by its "
+    "kept and added lines where they first stand together as whole lines of item k's text after "
+    "the previous hunk's (from the first line for the first hunk). A context that starts with "
+    "`Still applies:` adds to the earlier ones: that line names the items that still apply, "
+    "grouped by the context that sent them, as in `Still applies: §1-3 §5 (bundle 2), §7 (bundle "
+    "3)` (`§1-3` is items 1 to 3); a next line `No longer applies: §4 §6` names those that do "
+    "not; its own items are numbered after the earlier ones, which `^k` and `[§k …]` may name. "
+    "Any other context replaces all earlier ones.\n"
 )
 """A constant for a platform's system prompt: how a model reads a lean context."""
 
-_PLAIN_ATOM = re.compile(r'[^\s\[\](){}=;,#"@|`\\^«»~-][^\s\[\](){}=;,#"@|`\\«»]*')
-LOOSE_ID = re.compile(r'[^\s"~]\S*(?: [^\s(^#"~=-][^\s=]*(?!\S))*')
-"""An id written bare: words, single spaces between, none after the first that starts like a
-header term (`(`, `^`, `#`, `-`, a quote or `~`) or holds an `=`."""
-LOOSE_VALUE = re.compile(r'[^\s"~]\S*(?: [^\s#"~=-][^\s=]*(?!\S))*')
-"""A value written bare: as an id, but later words may start with `(` or `^`, since a kind or a
-base is written only before the attributes."""
+VALUE = re.compile(r'(?:(?!~(?!\S))[^\s"]\S*(?: [^\s#"=][^\s=]*(?!\S))*)?')
+"""A value written bare (maybe empty, not a lone `~`): words, single spaces between, none after
+the first that starts like a term that may follow it (`#` or a quote) or holds an `=`."""
+VALUE_AFTER_BASE = re.compile(r'(?:(?!~(?!\S))[^\s"]\S*(?: [^\s#"=-][^\s=]*(?!\S))*)?')
+"""A value in a header that names a base, where `-` starts a term too."""
+LOOSE_ID = re.compile(r'(?:[^\s"~]\S*(?: [^\s(^]\S*)*)?')
+"""An id written bare: likewise, but only a kind or a base follows it: no word after the first
+starts with `(` or `^`."""
+TAG = re.compile(r'(?:[^\s"]\S*(?: [^\s#]\S*)*)?')
+"""A tag written bare: likewise, but only tags follow it: no word after the first starts with
+`#`."""
+TAG_AFTER_BASE = re.compile(r'(?:[^\s"]\S*(?: (?!-#)[^\s#]\S*)*)?')
+"""A tag in a header that names a base, where `-#` starts a term too."""
+NAME = re.compile(r'(?:[^\s"#=][^\s=]*)?')
+"""An attribute name written bare: one word, up to its `=`, that starts like no other term."""
+NAME_AFTER_BASE = re.compile(r'(?:[^\s"(#=-][^\s=]*)?')
+"""A name in a header that names a base, where `-` starts a term too and `(` a kind."""
+KIND = re.compile(r'(?:[^\n")][^\n)]*)?')
+"""A kind written bare: everything up to its `)`."""
 # An id's stem: up to its last separator ("doc:3" -> "doc:"), where chunk ids put their number.
 _STEM = re.compile(r".*[:#/]", re.DOTALL)
 # Shorter stems are written out: `~` would save too little to be worth reading.
@@ -89,17 +118,9 @@ BASE_WINDOW = 16
 _MIN_REFERENCE_COST = 2
 
 
-def atom(text: str) -> str:
-    """A name, kind or tag as written in a lean header: bare when unambiguous, else a JSON
-    string."""
-    if _PLAIN_ATOM.fullmatch(text):
-        return text
-    return msgspec.json.encode(text).decode()
-
-
-def loose_atom(text: str, form: re.Pattern[str] = LOOSE_ID) -> str:
-    """An id or (with LOOSE_VALUE) a value: bare, as the baseline writes it, when `form` reads it
-    back whole; else a JSON string."""
+def atom(text: str, form: re.Pattern[str] = VALUE) -> str:
+    """A value (or with LOOSE_ID, NAME, KIND or TAG, an id, name, kind or tag) as written:
+    bare, as the baseline writes it, when `form` reads it back whole; else a JSON string."""
     if form.fullmatch(text):
         return text
     return msgspec.json.encode(text).decode()
@@ -207,11 +228,11 @@ def header_parts(
     tags: tuple[str, ...],
 ) -> HeaderParts:
     """Header parts of one item's metadata (`stem` is its id stem, for `~` values)."""
-    kind_part = _priced(f" ({atom(kind)})")
+    kind_part = _priced(f" ({atom(kind, KIND)})")
     full = [
         kind_part,
-        *(_attribute_part(stem, name, value) for name, value in attributes),
-        *(_priced(f" #{atom(tag)}") for tag in tags),
+        *(_attribute_part(stem, name, value, is_after_base=False) for name, value in attributes),
+        *(_priced(f" #{atom(tag, TAG)}") for tag in tags),
     ]
     return HeaderParts(stem, kind, kind_part, attributes, tags, _joined(full))
 
@@ -227,11 +248,14 @@ def attribute_difference(
     has: a memo of its own, as few attribute sets meet far more often than whole metadata."""
     theirs, names = dict(base), {name for name, _ in attributes}
     changed = [
-        _attribute_part(stem, name, value)
+        _attribute_part(stem, name, value, is_after_base=True)
         for name, value in attributes
         if theirs.get(name) != value
     ]
-    return _joined(changed + [_priced(f" -{atom(name)}") for name, _ in base if name not in names])
+    return _joined(
+        changed
+        + [_priced(f" -{atom(name, NAME_AFTER_BASE)}") for name, _ in base if name not in names]
+    )
 
 
 ATTRIBUTE_DIFFERENCES = Memo("header_attribute_differences", attribute_difference, 1 << 14)
@@ -246,16 +270,18 @@ def tag_difference(tags: tuple[str, ...], base: tuple[str, ...]) -> Priced | Non
     kept = tuple(tag for tag in base if tag not in dropped)
     if tags[: len(kept)] != kept:
         return None
-    added = [_priced(f" #{atom(tag)}") for tag in tags[len(kept) :]]
-    return _joined([_priced(f" -#{atom(tag)}") for tag in dropped] + added)
+    added = [_priced(f" #{atom(tag, TAG_AFTER_BASE)}") for tag in tags[len(kept) :]]
+    return _joined([_priced(f" -#{atom(tag, TAG_AFTER_BASE)}") for tag in dropped] + added)
 
 
 TAG_DIFFERENCES = Memo("header_tag_differences", tag_difference, 1 << 14)
 """tag_difference memoized, likewise."""
 
 
-def _attribute_part(stem: str | None, name: str, value: str) -> Priced:
-    return _priced(f" {atom(name)}={_value(stem, value)}")
+def _attribute_part(stem: str | None, name: str, value: str, *, is_after_base: bool) -> Priced:
+    """` name=value`, as a header with a base (where `-` starts a term) or without writes it."""
+    name_form, value_form = (NAME_AFTER_BASE, VALUE_AFTER_BASE) if is_after_base else (NAME, VALUE)
+    return _priced(f" {atom(name, name_form)}={_value(stem, value, value_form)}")
 
 
 def _joined(parts: Sequence[Priced]) -> Priced:
@@ -277,6 +303,6 @@ def _priced(part: str) -> Priced:
     return part, rough_tokens(part)
 
 
-def _value(stem: str | None, value: str) -> str:
+def _value(stem: str | None, value: str, form: re.Pattern[str]) -> str:
     """An attribute value; `~` when it is the item's own id stem without its separator."""
-    return "~" if stem is not None and value == stem[:-1] else loose_atom(value, LOOSE_VALUE)
+    return "~" if stem is not None and value == stem[:-1] else atom(value, form)

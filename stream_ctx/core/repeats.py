@@ -279,22 +279,32 @@ class Planner:
                 i, j, size = i - 1, j - 1, size + 1
             a, b = self._widened(k, j, size, mine, i)
             a = max(a, written)
+        # Earlier texts among the candidates: one that holds the passage whole is named instead.
+        holders = sorted({place for place, _ in candidates if place < k})
         for first, last in narrowed(starts, a, b):
             if last - first < MIN_PASSAGE_CHARS:
                 break  # the spans come widest first
-            quoted = self._quoted(n, k, mine.text, first, last)
+            quoted = self._quoted(n, k, mine.text, first, last, holders)
             if quoted is not None:
                 return (*quoted, end)
         return None
 
-    def _quoted(self, n: int, k: int, text: str, a: int, b: int) -> tuple[Ref, int, int] | None:
+    def _quoted(
+        self, n: int, k: int, text: str, a: int, b: int, holders: Sequence[int] = ()
+    ) -> tuple[Ref, int, int] | None:
         """The reference for text[a:b] without its blanks at either end, if quotes find it and
-        it is worth it."""
+        it is worth it; naming the first of `holders` (texts before k) that holds it whole, as
+        that text is more likely to write it out than to refer to it."""
         a += len(text[a:b]) - len(text[a:b].lstrip())
         b = a + len(text[a:b].rstrip())
         passage = text[a:b]
         if len(passage) < MIN_PASSAGE_CHARS:
             return None
+        for holder in holders:
+            if passage in self.texts[holder].text:
+                quoted = self._quoted(n, holder, text, a, b)
+                if quoted is not None:
+                    return quoted
         source = self.texts[k].text if k != n else text[:a]
         if k != n and passage == source:
             return (Ref(k, 0, len(passage)), a, b) if is_worth(k, passage, "", "") else None

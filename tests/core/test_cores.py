@@ -28,7 +28,7 @@ from tests.streams import RESTORE, applied, streams
 
 _DIGEST = Path(__file__).parents[2] / "benchmarks" / "bundle_digest.py"
 # benchmarks/bundle_digest.py's digest of the current context format (docs/benchmarks).
-_EXPECTED_DIGEST = "6b55f33eb7091f471d8c7b6f65c0b22a"
+_EXPECTED_DIGEST = "afdef90106e4bd149d1d77abb410c04a"
 
 
 def test_the_compiled_core_is_built_from_the_source_here() -> None:

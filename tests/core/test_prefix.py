@@ -124,3 +124,35 @@ def test_prefix_reuse_counts_exactly_the_tokens_both_texts_start_with(
     assert common_run(tokenizer.encode(before), 0, tokenizer.encode(context), 0) == reused
     counted = [(text, tokenizer.count(text)) for text in segments]
     assert tokens_prefix_reused(before, context, counted, tokenizer) == reused
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_the_cache_breakpoint_ends_the_whole_entries_the_previous_context_began_with(
+    order: RenderOrder,
+) -> None:
+    tokenizer = get_tokenizer()
+    previous: dict[str, str] = {}
+    placed = 0
+    for bundle in _bundles(generate(17, SHAPE), BundleConfig(order=order)):
+        point, context = bundle.cache_breakpoint, bundle.context
+        before = previous.get(bundle.conversation_id, "")
+        previous[bundle.conversation_id] = context
+        assert context[: point.chars] == before[: point.chars]
+        # Nothing shared past it but part of an entry: the next entry differs, or there is none.
+        same = common_run(before, 0, context, 0)
+        assert "\n§" not in context[point.chars : same] or same == len(context)
+        assert point.chars == 0 or point.chars == len(context) or context[point.chars] == "§"
+        assert point.tokens == tokenizer.count(context[: point.chars])
+        blocks = bundle.cache_blocks()
+        assert "".join(blocks) == context
+        assert sum(tokenizer.count(b) for b in blocks) == bundle.stats.tokens_bundle
+        assert point.meets == [m for m in (1_024, 2_048, 4_096) if point.tokens >= m]
+        placed += point.chars > 0
+    assert placed > 0  # the workload does share entries, so the checks above are not vacuous
+
+
+def test_a_delta_has_no_cache_breakpoint_of_its_own() -> None:
+    bundles = _bundles(generate(17, SHAPE), BundleConfig(order="stable", mode="delta"))
+    deltas = [b for b in bundles if b.mode == "delta"]
+    assert deltas
+    assert all(b.cache_breakpoint.chars == 0 for b in deltas)

@@ -10,12 +10,11 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stream_ctx.core.accumulator import ContextItem, RankedItem
-from stream_ctx.core.assembler import DagContextAssembler
+from stream_ctx.core.accumulator import ContextItem
 from stream_ctx.core.entry import render_lean
+from stream_ctx.core.quotes import choose_quotes, find_passage
 from stream_ctx.core.reader import read_context
 from stream_ctx.core.repeats import plan_texts
-from stream_ctx.core.tokenizer import get_tokenizer
 from tests.factories import make_context_item
 
 _ENTRY = re.compile(r"(?m)^§(\d+) [^\n]*\n")
@@ -175,40 +174,11 @@ def test_content_that_looks_like_a_reference_or_a_diff_reads_back() -> None:
     assert [it.content for it in read_context(_context(_items(contents)))] == contents
 
 
-_NAMES = st.from_regex(r"[a-z][a-z_]{0,9}", fullmatch=True)
-_PHRASES = st.lists(
-    st.sampled_from(["Getting", "started", "numpy.linalg", "src/app.py", "v2.3", "(draft)", "C++"]),
-    min_size=1,
-    max_size=4,
-).map(" ".join)
-
-
-@settings(max_examples=300, deadline=None)
-@given(
-    metadata=st.lists(
-        st.tuples(
-            _PHRASES.filter(lambda phrase: "(" not in phrase),
-            _NAMES,
-            st.dictionaries(_NAMES, _PHRASES, max_size=4),
-            st.lists(_NAMES, max_size=3, unique=True),
-        ),
-        min_size=1,
-        max_size=3,
-        unique_by=lambda meta: meta[0],
-    ),
-    content=st.text(st.characters(blacklist_characters="§["), max_size=80),
-)
-def test_a_context_never_costs_more_than_the_baseline(
-    metadata: list[tuple[str, str, dict[str, str], list[str]]], content: str
-) -> None:
-    items = [
-        make_context_item(id=item_id, kind=kind, attributes=attributes, tags=tags, content=content)
-        for item_id, kind, attributes, tags in metadata
-    ]
-    ranked = [RankedItem(item, 0.5) for item in items]
-    assembly = DagContextAssembler(get_tokenizer()).assemble(
-        ranked, max_tokens=None, order="priority"
-    )
-    assert assembly.tokens_bundle <= assembly.tokens_naive
-    read = [(it.id, it.kind, it.attributes, it.tags) for it in read_context(assembly.context)]
-    assert read == [(i, k, a, t) for i, k, a, t in metadata]
+def test_a_last_quote_a_reader_would_meet_sooner_inside_a_word_is_lengthened() -> None:
+    passage = "Make the pool first, then many instances of it, and return an Instance"
+    source = f"Intro.\n{passage}.\nMore."
+    quotes = choose_quotes(source, passage)
+    assert quotes is not None
+    head, tail, _ = quotes
+    assert tail == "an Instance"  # `Instance` alone stands in `instances` before it
+    assert find_passage(source, head, tail) == passage

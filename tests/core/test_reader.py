@@ -97,4 +97,4 @@ def test_header_refusals_name_the_item_and_what_is_missing() -> None:
 def test_a_base_that_is_not_an_earlier_item_and_a_missing_atom_are_named() -> None:
     for base in ("^2", "^0"):
         _refused(f"§1 a (chunk)\nx\n§2 b {base}\ny\n", "item §2: bad base at character 20")
-    _refused("§1 a ( )\nx\n", "expected a name or value at character 6")
+    _refused('§1 "a (x)\nx\n', "expected a JSON string at character 3")

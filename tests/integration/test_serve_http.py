@@ -72,6 +72,9 @@ async def test_finalize_answers_with_its_bundle_and_get_serves_it_with_etag(stac
                 text = await http.get(f"/v1/conversations/{cid}/bundle?format=context")
                 assert text.text == bundle.context
                 assert text.headers["content-type"].startswith("text/plain")
+                point = bundle.cache_breakpoint
+                breakpoint_header = f"chars={point.chars}, tokens={point.tokens}"
+                assert text.headers["x-cache-breakpoint"] == breakpoint_header
                 kept = await http.get(f"/v1/conversations/{cid}/bundles/{bundle.seq}")
                 assert kept.content == posted.content
 

@@ -81,6 +81,9 @@ async def test_get_context_returns_the_text_with_the_guide_once_and_stats(stack:
     )
     assert first.structured_content is not None
     assert first.structured_content["tokens_bundle"] > 0
+    assert first.structured_content["cache_breakpoint"] == {"chars": 0, "tokens": 0, "meets": []}
+    assert second.structured_content is not None
+    assert second.structured_content["cache_breakpoint"]["chars"] == len(context)
     assert first.structured_content["conversation_tokens_sent"] > 0
     assert [c.text for c in read.contents] == [context]  # type: ignore[union-attr]
 

@@ -184,13 +184,14 @@ class ContextServer:
             name="get_context",
             description=(
                 "Request a fresh context bundle for a conversation and return its context: the"
-                " items retrieved for it, each repeated stretch written once and referred to,"
-                " with exact token counts in the structured content. Call it before answering"
-                " a turn. Use mode 'delta' when every earlier context this tool returned for"
-                " the conversation is still in your history: you get only what changed since"
-                " the last one (new and updated items, and which earlier ones to drop)."
-                " Otherwise (first call, a trimmed or summarized history) use 'full'. An unknown"
-                " or ended conversation is an error saying so."
+                " items retrieved for it, each repeated stretch written once and referred to, as"
+                " the part the previous bundle sent too and the rest; exact token counts and the"
+                " cache breakpoint come as structured content. Call it before answering a turn."
+                " Use mode 'delta' when every earlier context this tool returned for the"
+                " conversation is still in your history: you get only what changed since the"
+                " last one (new and updated items, and which earlier ones to drop). Otherwise"
+                " (first call, a trimmed or summarized history) use 'full'. An unknown or ended"
+                " conversation is an error saying so."
             ),
         )(self.get_context)
         self.legacy = _LegacySubscriptions(tenants)
@@ -231,7 +232,8 @@ class ContextServer:
         except (InvalidEventError, BrokerError, FinalizeTimeoutError, DuplicateRequestError) as exc:
             raise ToolError(str(exc)) from exc
         bundle = kept.bundle()
-        texts = [TextContent(type="text", text=bundle.context)]
+        # The part the previous bundle sent too, then the rest: a host caches up to the first.
+        texts = [TextContent(type="text", text=part) for part in bundle.cache_blocks()]
         session = _session_of(ctx, conversation_id)
         if include_guide or (include_guide is None and session not in self._guided):
             texts.insert(0, TextContent(type="text", text=stream_ctx.READING_GUIDE))
@@ -241,6 +243,7 @@ class ContextServer:
             "seq": bundle.seq,
             "mode": bundle.mode,
             **msgspec.structs.asdict(bundle.stats),
+            "cache_breakpoint": msgspec.structs.asdict(bundle.cache_breakpoint),
         }
         return CallToolResult(content=list(texts), structured_content=stats)
 

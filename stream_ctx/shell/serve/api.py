@@ -137,7 +137,11 @@ class HttpApi:
         if _matches(request.headers.get("if-none-match"), etag):
             return Response(status_code=304, headers={"ETag": etag})
         if shape == "context":
-            return PlainTextResponse(kept.bundle().context, headers=_cache_headers(etag))
+            bundle = kept.bundle()
+            point = bundle.cache_breakpoint
+            headers = _cache_headers(etag)
+            headers["X-Cache-Breakpoint"] = f"chars={point.chars}, tokens={point.tokens}"
+            return PlainTextResponse(bundle.context, headers=headers)
         return _bundle_response(kept)
 
     async def _by_seq(self, request: Request, cid: str) -> Response:
