@@ -66,12 +66,11 @@ class Publisher:
         return sent
 
     async def release(self) -> None:
-        """Let the producer put the bundles sent since the last release on the wire, in one
-        request per broker, before processing goes on."""
-        if self._unreleased:
-            self._unreleased = 0
-            for _ in range(_SENDER_TURNS):
-                await asyncio.sleep(0)
+        """Give the loop a turn; with bundles sent since the last release, enough turns for the
+        producer to put them on the wire, in one request per broker."""
+        turns, self._unreleased = (_SENDER_TURNS if self._unreleased else 1), 0
+        for _ in range(turns):
+            await asyncio.sleep(0)
 
     async def dead_letter(
         self, record: ConsumerRecord[bytes, bytes], error: Exception

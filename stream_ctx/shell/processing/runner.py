@@ -48,11 +48,9 @@ log = logging.getLogger("stream_ctx.runner")
 # How long one fetch waits for records before the loop checks for shutdown and restores.
 _POLL_MS = 100
 # Processing gives the loop a turn at least this often, so fetches, heartbeats and acks of what
-# was sent progress while a large batch is processed.
+# was sent progress while a large batch is processed; the bundles made since the last turn go out
+# then, in one produce request (and at the batch's end).
 _MAX_BUSY_S = 0.005
-# Bundles made within this long of each other go out in one produce request: a busy member
-# sends one request per fetch wait, not one per bundle; an idle one releases at each batch's end.
-_BUNDLE_HOLD_S = 0.010
 # Idle conversations are looked for this often: a scan of every held conversation.
 _SWEEP_INTERVAL_S = 30.0
 
@@ -192,7 +190,6 @@ class Runner:
         held = {tp: records for tp, records in batch.items() if tp in processors}
         sent: list[asyncio.Future[object]] = []
         yielded_at = time.monotonic()
-        unreleased_since: float | None = None
         for tp, record in _in_arrival_order(held):
             processor = processors[tp]
             self.stats.events += 1
@@ -207,13 +204,8 @@ class Runner:
             if bundle is not None:
                 self._feed_inspector(tp, processor, bundle)
                 sent.append(await self.publisher.bundle(bundle, finalized_ms=record.timestamp))
-                unreleased_since = unreleased_since or time.monotonic()
-            now = time.monotonic()
-            if unreleased_since is not None and now - unreleased_since >= _BUNDLE_HOLD_S:
+            if time.monotonic() - yielded_at >= _MAX_BUSY_S:
                 await self.publisher.release()
-                unreleased_since, yielded_at = None, time.monotonic()
-            elif now - yielded_at >= _MAX_BUSY_S:
-                await asyncio.sleep(0)
                 yielded_at = time.monotonic()
         await self.publisher.release()
         self.checkpoint.cover(sent)
