@@ -12,7 +12,8 @@ import argparse
 import hashlib
 import itertools
 
-from stream_ctx import BundleConfig, ContextProcessor, codetext, encode_bundle
+from stream_ctx import BundleConfig, ContextProcessor, codetext
+from stream_ctx.core.codec import encode_bundle
 from stream_ctx.core.engine import load_core
 from stream_ctx.core.events import BundleMode, Event, RenderOrder
 from stream_ctx.realtext import workload

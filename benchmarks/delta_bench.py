@@ -26,12 +26,13 @@ from pathlib import Path
 import msgspec
 import suite_report
 
-from stream_ctx import BundleConfig, ContextProcessor, get_tokenizer, read_context, rebuild_full
+from stream_ctx import BundleConfig, ContextProcessor, read_context, rebuild_full
 from stream_ctx.core.bundle import Bundle
 from stream_ctx.core.codec import encode_bundle
 from stream_ctx.core.delta import read_delta
 from stream_ctx.core.events import Event, Finalize, RenderOrder
 from stream_ctx.core.reader import ReadItem
+from stream_ctx.core.tokenizer import get_tokenizer
 from stream_ctx.realtext import workload
 
 TARGET = 0.35

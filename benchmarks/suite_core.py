@@ -17,18 +17,12 @@ from typing import Any
 import msgspec
 import suite_load as load
 
-from stream_ctx import (
-    BundleAccumulator,
-    BundleConfig,
-    ContextProcessor,
-    RetrievedItem,
-    TiktokenTokenizer,
-    decode_event,
-)
+from stream_ctx import BundleConfig, ContextProcessor, RetrievedItem, decode_event
+from stream_ctx.core.accumulator import BundleAccumulator
 from stream_ctx.core.events import Event, Finalize, Retrieval
 from stream_ctx.core.learning import LEARNED_ITEMS, Learning
 from stream_ctx.core.repeats import plan_texts
-from stream_ctx.core.tokenizer import get_tokenizer
+from stream_ctx.core.tokenizer import TiktokenTokenizer, get_tokenizer
 
 # Changes are taken (and dropped) this often, as the runner takes them once per batch.
 _TAKE_EVERY = 500
