@@ -33,7 +33,7 @@ from stream_ctx.core.delta import read_delta
 from stream_ctx.core.events import Event, Finalize, RenderOrder
 from stream_ctx.core.reader import ReadItem
 from stream_ctx.core.tokenizer import get_tokenizer
-from stream_ctx.realtext import workload
+from stream_ctx.corpora.realtext import workload
 
 TARGET = 0.35
 ORDERS: tuple[RenderOrder, ...] = ("priority", "stable")
@@ -239,7 +239,7 @@ def main() -> None:
 HEADER = """# Delta bundles on real text
 
 Written by `python benchmarks/delta_bench.py --write docs/benchmarks/delta.md`; every figure below
-comes from that one run. The workload is `stream_ctx.realtext` (the one
+comes from that one run. The workload is `stream_ctx.corpora.realtext` (the one
 `benchmarks/context_bench.py` uses): 4-10 turns per conversation, each retrieving 2-5 chunks
 near what it saw before, then a finalize. Tokens are everything in the contexts
 (`stats.tokens_bundle`, exact), summed per conversation: `full` is what full mode sends, `delta`

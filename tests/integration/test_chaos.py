@@ -34,12 +34,12 @@ from stream_ctx.core.changes import ConversationState
 from stream_ctx.core.config import BundleConfig
 from stream_ctx.core.events import Event
 from stream_ctx.core.processor import ContextProcessor
+from stream_ctx.corpora.workload import WorkloadShape, generate
 from stream_ctx.settings import ENV_PREFIX, load_settings
 from stream_ctx.shell.kafka.admin import ClientKwargs, TopicSpec, ensure_topics
 from stream_ctx.shell.kafka.embedded import EmbeddedBroker
 from stream_ctx.shell.processing.runner import Runner
 from stream_ctx.shell.state.changelog import RestoredPartition
-from stream_ctx.workload import WorkloadShape, generate
 from tests.integration.kafka_io import committed_offsets, create_input, event_records, produce
 
 STREAM_CTX = Path(sys.executable).with_name("stream-ctx")

@@ -14,8 +14,8 @@ import msgspec
 import pytest
 
 from stream_ctx.core.codec import decode_event
+from stream_ctx.corpora.workload import WorkloadShape, generate
 from stream_ctx.errors import StreamCtxError
-from stream_ctx.workload import WorkloadShape, generate
 
 REPO = Path(__file__).resolve().parents[2]
 # Each CLI call imports tiktoken and replays a small file: seconds, not minutes.
