@@ -31,7 +31,7 @@ from stream_ctx.shell.state.recovery import read_changelogs
 __all__ = ("OwnedPartitions",)
 
 # The member's log lines keep the logger name operators filter on.
-log = logging.getLogger("stream_ctx.runner")
+log = logging.getLogger(__name__)
 
 
 class OwnedPartitions(ConsumerRebalanceListener):  # type: ignore[misc]

@@ -24,7 +24,7 @@ from stream_ctx.core.processor import ContextProcessor
 from stream_ctx.core.tokenizer import get_tokenizer
 from stream_ctx.errors import ConversationReleasedError
 from stream_ctx.settings import Settings, client_kwargs
-from stream_ctx.shell.http.inspector.history import History
+from stream_ctx.shell.http.inspector.history import InspectorHistory
 from stream_ctx.shell.http.metrics import Health, Metrics
 from stream_ctx.shell.kafka.admin import ensure_topics, partition_counts
 from stream_ctx.shell.kafka.clients import SessionClients
@@ -43,7 +43,7 @@ from stream_ctx.shell.state.checkpoint import Checkpoint
 
 __all__ = ("Runner",)
 
-log = logging.getLogger("stream_ctx.runner")
+log = logging.getLogger(__name__)
 
 # How long one fetch waits for records before the loop checks for shutdown and restores.
 _POLL_MS = 100
@@ -66,7 +66,7 @@ class Runner:
         *,
         metrics: Metrics | None = None,
         health: Health | None = None,
-        history: History | None = None,
+        history: InspectorHistory | None = None,
         stall_after_s: float | None = None,
     ) -> None:
         self.settings = settings
