@@ -37,7 +37,7 @@ P50_MS, P99_MS = 15.0, 50.0
 MAX_ITEMS_SHARE = 1 / 3
 RESTORE_FACTOR = 1.5
 # The settings and code limits the figures depend on, read from the code when the page is
-# written (tests/shell/test_documented_defaults.py checks the page's table against the code).
+# written (tests/repo/test_documented_defaults.py checks the page's table against the code).
 FIGURE_SETTINGS = (
     "kafka.max_poll_records",
     "kafka.max_batch_size",

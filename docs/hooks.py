@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "readme.jsonl"
 
 # What each key is for. Name, type, range, default and variable come from the code; a key
-# added to the settings without a line here fails tests/shell/test_docs_reference.py.
+# added to the settings without a line here fails tests/repo/test_docs_reference.py.
 SETTING_NOTES: dict[str, str] = {
     "bundle.preset": "a named set of the window keys below; keys given beside it override it",
     "bundle.max_items": "window size: items held per conversation",

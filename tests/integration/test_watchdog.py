@@ -27,7 +27,7 @@ from tests.integration.kafka_io import (
     settings_for,
 )
 from tests.integration.test_codecs import events_of, produce_compressed
-from tests.shell.test_metrics import get, serving
+from tests.shell.http.test_metrics import get, serving
 
 # A join (~3 s here), the events, the stall time and a few watchdog turns.
 RUN_TIMEOUT_S = 60.0
