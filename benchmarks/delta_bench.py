@@ -30,7 +30,7 @@ from stream_ctx import BundleConfig, ContextProcessor, read_context, rebuild_ful
 from stream_ctx.core.bundle import Bundle
 from stream_ctx.core.codec import encode_bundle
 from stream_ctx.core.delta import read_delta
-from stream_ctx.core.events import Event, Finalize, RenderOrder
+from stream_ctx.core.events import BundleMode, Event, Finalize, RenderOrder
 from stream_ctx.core.reader import ReadItem
 from stream_ctx.core.tokenizer import get_tokenizer
 from stream_ctx.corpora.realtext import workload
@@ -139,8 +139,8 @@ def distribution(result: Checked) -> list[str]:
     """Markdown rows: per conversation length, the delta/full ratio of tokens sent, and the
     share of the full total that the first (always full) bundle takes, a floor for the ratio."""
     by_turns: dict[str, list[str]] = defaultdict(list)
-    for cid, turns in result.turns.items():
-        by_turns[str(turns)].append(cid)
+    for cid, count in result.turns.items():
+        by_turns[str(count)].append(cid)
     rows = []
     for turns, cids in [
         *sorted(by_turns.items(), key=lambda kv: int(kv[0])),
@@ -180,9 +180,10 @@ def corpus_report(corpus: str, conversations: int, max_items: int, rounds: int) 
             "|---|---|---|---|---|---|---|---|---|---|",
             *distribution(result),
         ]
-    full_s, delta_s = [], []
+    full_s: list[float] = []
+    delta_s: list[float] = []
     for round_ in range(rounds):
-        modes = ("full", "delta") if round_ % 2 == 0 else ("delta", "full")
+        modes: tuple[BundleMode, ...] = ("full", "delta") if round_ % 2 == 0 else ("delta", "full")
         for mode in modes:
             seconds = replay_seconds(events, BundleConfig(max_items=max_items, mode=mode))
             (full_s if mode == "full" else delta_s).append(seconds)

@@ -111,7 +111,7 @@ def core_figures(*, adds: int, rounds: int, conversations: int, seed: int) -> di
     }
 
 
-def count_bound(events: Sequence[Event], *, rounds: int = 3) -> dict[str, float]:
+def count_bound(events: Sequence[Event], *, rounds: int = 3) -> dict[str, float | str]:
     """The exact-count bound: events/s if counting each new content text once were all the work.
 
     New content is every item content not seen before in the workload (a content-hash cache

@@ -225,7 +225,7 @@ def side_by_side_table(row: Results) -> str:
     ceiling, quix, run = row["ceiling"], row.get("quix", {}), row["runner"]
     bound, floors = row["count_bound"], _floor_rows(row)
 
-    def row(name: str, x: dict[str, Any], job: str) -> list[str]:
+    def line(name: str, x: dict[str, Any], job: str) -> list[str]:
         runs = ", ".join(f"{v:,.0f}" for v in x["all_events_per_s"])
         return [
             name,
@@ -237,12 +237,12 @@ def side_by_side_table(row: Results) -> str:
             f"{x['peak_rss_kib'] / 1024:,.0f}",
         ]
 
-    rows = [row("aiokafka passthrough (ceiling)", ceiling, "consume, produce unchanged, commit")]
+    rows = [line("aiokafka passthrough (ceiling)", ceiling, "consume, produce unchanged, commit")]
     if "skipped" in quix:
         rows.append(["Quix Streams 3.28.1", quix["skipped"], "", "", "", "", ""])
     else:
-        rows.append(row("Quix Streams, top-N only", quix, "priority window, threshold, output"))
-    rows.append(row("stream-ctx Runner", run, "window, dedup, render, exact counts"))
+        rows.append(line("Quix Streams, top-N only", quix, "priority window, threshold, output"))
+    rows.append(line("stream-ctx Runner", run, "window, dedup, render, exact counts"))
     rows.append(
         [
             "exact-count bound",
@@ -264,7 +264,7 @@ def floor_ms(row: Results) -> float:
     """CPU per event of the work this design does at the least: the ceiling's Kafka work,
     counting each new content once, and planning the repeats of each window from nothing."""
     ceiling = row["ceiling"]
-    return (
+    return float(
         ceiling["cpu_s"] / ceiling["events"] * 1000
         + 1000 / row["count_bound"]["events_per_s"]
         + 1000 / row["repeat_bound"]["events_per_s"]

@@ -14,7 +14,7 @@ import io
 import json
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from inspect import getdoc, isclass, isfunction, signature
 from pathlib import Path
 from types import UnionType
@@ -98,7 +98,7 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+def _table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
     return "\n".join(lines) + "\n"
@@ -185,7 +185,7 @@ def _subcommands(parser: argparse.ArgumentParser) -> Iterator[tuple[str, argpars
 
 
 def _options(parser: argparse.ArgumentParser) -> list[tuple[str, ...]]:
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for action in parser._actions:
         if isinstance(action, argparse._HelpAction | argparse._SubParsersAction):
             continue
@@ -471,7 +471,7 @@ def _api_entry(name: str) -> str:
             fields = "[events and bundles](schemas.md)"
         head = f"class (a msgspec Struct); its fields are {fields}"
     elif isclass(value) and issubclass(value, Exception):
-        head = f"exception, a subclass of `{value.__base__.__name__}`"
+        head = f"exception, a subclass of `{value.__mro__[1].__name__}`"
     elif isclass(value) or isfunction(value):
         kind = "class" if isclass(value) else "function"
         head = f"{kind} `{name}{_signature(value)}`"
