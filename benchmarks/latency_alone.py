@@ -23,6 +23,7 @@ from suite import SEED, Sizes
 from stream_ctx.shell.kafka.admin import ClientKwargs, TopicSpec, ensure_topics
 from stream_ctx.shell.kafka.embedded import embedded_broker
 
+
 async def measure_alone(
     max_rate: float, fractions: Sequence[float], seconds: float, order: str
 ) -> None:
