@@ -148,7 +148,7 @@ class Runner:
             if self._watchdog.is_due:
                 self._watchdog.observe(
                     self.clients.consumer,
-                    self.partitions.positions(),
+                    self.partitions.offsets.positions(self.partitions.processors),
                     in_flight=self.checkpoint.in_flight,
                 )
             if self.partitions.is_restoring:
@@ -174,13 +174,13 @@ class Runner:
         try:
             batch: Batch = await consumer.getmany(timeout_ms=_POLL_MS, max_records=limit)
         except DECODE_ERRORS:
-            positions = await self.partitions.rewind_positions()
+            positions = await self.partitions.offsets.rewind(consumer, self.partitions.processors)
             batch, failed = await fetch_isolating(
                 consumer, positions, max_records=limit, timeout_ms=_POLL_MS
             )
             for error in failed:
                 log.error("%s", error)
-                self.partitions.stuck_at(error)
+                self.partitions.offsets.stuck_at(error)
         return batch
 
     async def _process(self, batch: Batch) -> None:
@@ -232,7 +232,7 @@ class Runner:
         """A partition's part of the batch: its changes to the checkpoint, its figures out."""
         next_offset = records[-1].offset + 1
         self.metrics.events_consumed(tp.topic, len(records))
-        self.partitions.processed(tp, next_offset)
+        self.partitions.offsets.processed(tp, next_offset)
         writes = ChangelogWrites.of(processor.take_changes())
         outcomes = processor.take_item_outcomes()
         self._feed_inspector(tp, processor, None)

@@ -14,7 +14,6 @@ from stream_ctx.shell.processing.retry import Outage, is_transient
 
 __all__ = ("Session", "Supervisor")
 
-# The member's log lines keep the logger name operators filter on.
 log = logging.getLogger(__name__)
 
 Session = Callable[[anyio.abc.TaskStatus[None]], Awaitable[None]]

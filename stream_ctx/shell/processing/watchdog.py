@@ -19,7 +19,6 @@ from stream_ctx.shell.http.metrics import Health
 
 __all__ = ("ProgressWatch", "Stall", "WaitReason", "Watchdog")
 
-# The member's log lines keep the logger name operators filter on.
 log = logging.getLogger(__name__)
 
 # Progress is judged this often: a stall is measured in minutes, the loop turns every 100 ms.
