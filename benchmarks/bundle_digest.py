@@ -12,11 +12,13 @@ import argparse
 import hashlib
 import itertools
 
-from stream_ctx import BundleConfig, ContextProcessor, codetext, encode_bundle
+from stream_ctx import BundleConfig, ContextProcessor
+from stream_ctx.core.codec import encode_bundle
 from stream_ctx.core.engine import load_core
 from stream_ctx.core.events import BundleMode, Event, RenderOrder
-from stream_ctx.realtext import workload
-from stream_ctx.workload import WorkloadShape, generate
+from stream_ctx.corpora import codetext
+from stream_ctx.corpora.realtext import workload
+from stream_ctx.corpora.workload import WorkloadShape, generate
 
 ORDERS: tuple[RenderOrder, ...] = ("priority", "stable", "edges")
 MODES: tuple[BundleMode, ...] = ("full", "delta")

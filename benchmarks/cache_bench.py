@@ -22,10 +22,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from stream_ctx import READING_GUIDE, BundleConfig, ContextProcessor, codetext, get_tokenizer
+from stream_ctx import READING_GUIDE, BundleConfig, ContextProcessor
 from stream_ctx.core.bundle import Bundle
 from stream_ctx.core.events import Event
-from stream_ctx.realtext import workload
+from stream_ctx.core.tokenizer import get_tokenizer
+from stream_ctx.corpora import codetext
+from stream_ctx.corpora.realtext import workload
 
 CORPORA = ("numpy", "code")
 MIN_CACHED = 1_024

@@ -17,9 +17,9 @@ from aiokafka import AIOKafkaProducer
 from stream_ctx.core.codec import encode_bundle
 from stream_ctx.core.config import BundleConfig
 from stream_ctx.core.processor import ContextProcessor
+from stream_ctx.corpora.workload import WorkloadShape, generate
 from stream_ctx.shell.kafka.admin import TopicSpec, ensure_topics
 from stream_ctx.shell.kafka.embedded import embedded_broker
-from stream_ctx.workload import WorkloadShape, generate
 
 CODECS = (None, "gzip", "snappy", "lz4", "zstd")
 _BATCH_BYTES = 1_048_576

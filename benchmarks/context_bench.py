@@ -21,12 +21,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from stream_ctx import BundleConfig, ContextProcessor, codetext, get_tokenizer, read_context
+from stream_ctx import BundleConfig, ContextProcessor, read_context
 from stream_ctx.core.bundle import Bundle
 from stream_ctx.core.events import Event, RenderOrder
 from stream_ctx.core.reader import read_references
-from stream_ctx.core.tokenizer import ENCODINGS, EncodingName
-from stream_ctx.realtext import workload
+from stream_ctx.core.tokenizer import ENCODINGS, EncodingName, get_tokenizer
+from stream_ctx.corpora import codetext
+from stream_ctx.corpora.realtext import workload
 
 ORDERS: tuple[RenderOrder, ...] = ("priority", "stable", "edges")
 CORPORA = ("numpy", "code", "stdlib", "stdlib-code")

@@ -26,13 +26,14 @@ from pathlib import Path
 import msgspec
 import suite_report
 
-from stream_ctx import BundleConfig, ContextProcessor, get_tokenizer, read_context, rebuild_full
+from stream_ctx import BundleConfig, ContextProcessor, read_context, rebuild_full
 from stream_ctx.core.bundle import Bundle
 from stream_ctx.core.codec import encode_bundle
 from stream_ctx.core.delta import read_delta
-from stream_ctx.core.events import Event, Finalize, RenderOrder
+from stream_ctx.core.events import BundleMode, Event, Finalize, RenderOrder
 from stream_ctx.core.reader import ReadItem
-from stream_ctx.realtext import workload
+from stream_ctx.core.tokenizer import get_tokenizer
+from stream_ctx.corpora.realtext import workload
 
 TARGET = 0.35
 ORDERS: tuple[RenderOrder, ...] = ("priority", "stable")
@@ -138,8 +139,8 @@ def distribution(result: Checked) -> list[str]:
     """Markdown rows: per conversation length, the delta/full ratio of tokens sent, and the
     share of the full total that the first (always full) bundle takes, a floor for the ratio."""
     by_turns: dict[str, list[str]] = defaultdict(list)
-    for cid, turns in result.turns.items():
-        by_turns[str(turns)].append(cid)
+    for cid, count in result.turns.items():
+        by_turns[str(count)].append(cid)
     rows = []
     for turns, cids in [
         *sorted(by_turns.items(), key=lambda kv: int(kv[0])),
@@ -179,9 +180,10 @@ def corpus_report(corpus: str, conversations: int, max_items: int, rounds: int) 
             "|---|---|---|---|---|---|---|---|---|---|",
             *distribution(result),
         ]
-    full_s, delta_s = [], []
+    full_s: list[float] = []
+    delta_s: list[float] = []
     for round_ in range(rounds):
-        modes = ("full", "delta") if round_ % 2 == 0 else ("delta", "full")
+        modes: tuple[BundleMode, ...] = ("full", "delta") if round_ % 2 == 0 else ("delta", "full")
         for mode in modes:
             seconds = replay_seconds(events, BundleConfig(max_items=max_items, mode=mode))
             (full_s if mode == "full" else delta_s).append(seconds)
@@ -238,7 +240,7 @@ def main() -> None:
 HEADER = """# Delta bundles on real text
 
 Written by `python benchmarks/delta_bench.py --write docs/benchmarks/delta.md`; every figure below
-comes from that one run. The workload is `stream_ctx.realtext` (the one
+comes from that one run. The workload is `stream_ctx.corpora.realtext` (the one
 `benchmarks/context_bench.py` uses): 4-10 turns per conversation, each retrieving 2-5 chunks
 near what it saw before, then a finalize. Tokens are everything in the contexts
 (`stats.tokens_bundle`, exact), summed per conversation: `full` is what full mode sends, `delta`

@@ -20,14 +20,17 @@ import time
 import suite_load as load
 
 from stream_ctx import BundleConfig, ContextProcessor
+from stream_ctx.core.config import CoreChoice
 from stream_ctx.core.engine import load_core
 from stream_ctx.core.events import Event, Finalize
 
 SEED = 2026
 MAX_ITEMS = (20, 50, 200)
+# The cores compared, by the name `--core` takes.
+CORES: dict[str, CoreChoice] = {"python": "python", "compiled": "compiled"}
 
 
-def replay_cpu(workload: str, max_items: int, core: str) -> float:
+def replay_cpu(workload: str, max_items: int, core: CoreChoice) -> float:
     """Process CPU milliseconds per event (`real`) or per finalize (`long`) of one replay."""
     events: list[Event]
     if workload == "real":
@@ -43,7 +46,7 @@ def replay_cpu(workload: str, max_items: int, core: str) -> float:
     return (time.process_time() - started) / per * 1000
 
 
-def best_of(workload: str, max_items: int, rounds: int, core: str) -> float:
+def best_of(workload: str, max_items: int, rounds: int, core: CoreChoice) -> float:
     """The least of `rounds` replays, each in a fresh process."""
     command = [sys.executable, __file__, "--one", workload, str(max_items), core]
     runs = [
@@ -55,13 +58,14 @@ def best_of(workload: str, max_items: int, rounds: int, core: str) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--core", choices=("python", "compiled"), action="append")
+    parser.add_argument("--core", choices=CORES, action="append")
     parser.add_argument("--one", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one is not None:
-        print(replay_cpu(args.one[0], int(args.one[1]), args.one[2]))
+        print(replay_cpu(args.one[0], int(args.one[1]), CORES[args.one[2]]))
         return
-    for core in args.core or ["python", "compiled"]:
+    for name in args.core or CORES:
+        core = CORES[name]
         ms = best_of("real", 20, args.rounds, core)
         print(f"{core} core, real text, max_items 20: {ms:.3f} ms CPU per event")
         first = None

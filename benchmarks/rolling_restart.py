@@ -31,10 +31,10 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from stream_ctx.core.config import BundleConfig
 from stream_ctx.core.events import Event
+from stream_ctx.corpora.workload import WorkloadShape, generate
 from stream_ctx.shell.commands.replay import replay
 from stream_ctx.shell.kafka.admin import TopicSpec, ensure_topics
 from stream_ctx.shell.kafka.embedded import embedded_broker
-from stream_ctx.workload import WorkloadShape, generate
 
 MEMBERS = 3
 PARTITIONS = 6

@@ -29,10 +29,10 @@ import httpx
 import msgspec
 
 from stream_ctx.core.events import Retrieval
+from stream_ctx.corpora.workload import WorkloadShape, generate
 from stream_ctx.shell.kafka.admin import TopicSpec, ensure_topics
 from stream_ctx.shell.kafka.embedded import embedded_broker
 from stream_ctx.shell.serve.store import BundleStore, Kept
-from stream_ctx.workload import WorkloadShape, generate
 
 _INPUT, _OUTPUT = "bench.retrievals", "bench.bundles"
 # Starting a process, joining the group (~6 s on the embedded broker), a first rebuild.

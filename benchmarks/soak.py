@@ -33,9 +33,9 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.structs import TopicPartition
 
 from stream_ctx.core.events import Event, Finalize
+from stream_ctx.corpora.workload import WorkloadShape, generate
 from stream_ctx.shell.kafka.admin import TopicSpec, ensure_topics
 from stream_ctx.shell.kafka.embedded import embedded_broker
-from stream_ctx.workload import WorkloadShape, generate
 
 PARTITIONS = 4
 # Conversations per generated chunk; each chunk's ids are new, so the stream never repeats.

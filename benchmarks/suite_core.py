@@ -17,20 +17,14 @@ from typing import Any, cast
 import msgspec
 import suite_load as load
 
-from stream_ctx import (
-    BundleAccumulator,
-    BundleConfig,
-    ContextProcessor,
-    RetrievedItem,
-    TiktokenTokenizer,
-    decode_event,
-)
+from stream_ctx import BundleConfig, ContextProcessor, RetrievedItem, decode_event
+from stream_ctx.core.accumulator import BundleAccumulator
 from stream_ctx.core.config import CoreChoice
 from stream_ctx.core.engine import PYTHON_CORE, Core, load_core
 from stream_ctx.core.events import Event, Finalize, Retrieval
 from stream_ctx.core.learning import LEARNED_ITEMS, Learning
 from stream_ctx.core.memo import Memos
-from stream_ctx.core.tokenizer import get_tokenizer
+from stream_ctx.core.tokenizer import TiktokenTokenizer, get_tokenizer
 
 # Changes are taken (and dropped) this often, as the runner takes them once per batch.
 _TAKE_EVERY = 500
@@ -133,7 +127,7 @@ def replay_cpu_ms(conversations: int, seed: int, *, core: str) -> float:
     return best
 
 
-def count_bound(events: Sequence[Event], *, rounds: int = 3) -> dict[str, float]:
+def count_bound(events: Sequence[Event], *, rounds: int = 3) -> dict[str, float | str]:
     """The exact-count bound: events/s if counting each new content text once were all the work.
 
     New content is every item content not seen before in the workload (a content-hash cache

@@ -1,14 +1,11 @@
 """Phase 3 of benchmarks/suite.py: `stream-ctx run` as its own process under paced load.
 
-Alone: `python benchmarks/suite_latency.py --max-rate 1400` (levels at `--fractions` of that
-rate, each `--seconds` long, on a fresh embedded broker); variants side by side (commits,
-settings, orders) in paired runs: benchmarks/latency_pairs.py. Alone it takes about the number
-of levels times `--seconds`, plus ~10 s to start.
+Alone: benchmarks/latency_alone.py; variants side by side (commits, settings, orders) in paired
+runs: benchmarks/latency_pairs.py.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -16,7 +13,6 @@ import random
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -159,45 +155,6 @@ def process_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def _measure_alone(
-    max_rate: float, fractions: Sequence[float], seconds: float, order: str
-) -> None:
-    """Phase 3 on its own broker, at `fractions` of a given max (before/after comparisons)."""
-    from suite import SEED, Sizes
-
-    from stream_ctx.shell.kafka.admin import TopicSpec, ensure_topics
-    from stream_ctx.shell.kafka.embedded import embedded_broker
-
-    partitions, session_timeout_ms = Sizes.partitions, Sizes.session_timeout_ms
-    out = Path(tempfile.mkdtemp(prefix="suite-latency-"))
-    async with embedded_broker() as broker:
-        kw: ClientKwargs = {"bootstrap_servers": broker.bootstrap_servers}
-        source, sink = "latency.in", "latency.bundles"
-        await ensure_topics(kw, [TopicSpec(name=t, partitions=partitions) for t in (source, sink)])
-        levels = [
-            level(n, fraction, max_rate=max_rate, seconds=seconds, seed=SEED, order=order)
-            for n, fraction in enumerate(fractions)
-        ]
-        config = write_config(
-            out / "latency-run.toml",
-            kw,
-            source=source,
-            sink=sink,
-            session_timeout_ms=session_timeout_ms,
-        )
-        await run_levels(
-            kw,
-            config=config,
-            log_path=out / "latency-run.log",
-            source=source,
-            sink=sink,
-            partitions=partitions,
-            warm=load.renamed(load.standard(1, SEED + 99), "warm-"),
-            levels=levels,
-            progress=lambda line: print(line, flush=True),
-        )
-
-
 def level(
     n: int,
     fraction: float,
@@ -247,17 +204,3 @@ def staggered(events: Sequence[Event], seed: int, *, open_conversations: int) ->
             under_way[n] = under_way[-1]
             under_way.pop()
     return mixed
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description="p50/p99 finalize-to-bundle of `stream-ctx run`")
-    parser.add_argument("--max-rate", type=float, required=True, help="events/s taken as max")
-    parser.add_argument("--fractions", type=float, nargs="+", default=[0.5])
-    parser.add_argument("--seconds", type=float, default=15.0, help="length of each level")
-    parser.add_argument("--order", choices=("staggered", "random"), default="staggered")
-    args = parser.parse_args()
-    anyio.run(_measure_alone, args.max_rate, args.fractions, args.seconds, args.order)
-
-
-if __name__ == "__main__":
-    main()

@@ -20,10 +20,10 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.structs import TopicPartition
 
 from stream_ctx.core.events import Event, Finalize, Retrieval, RetrievedItem
-from stream_ctx.realtext import documents
+from stream_ctx.corpora.realtext import documents
+from stream_ctx.corpora.workload import WorkloadShape, generate, passage
 from stream_ctx.settings import KafkaSettings
 from stream_ctx.shell.kafka.admin import ClientKwargs
-from stream_ctx.workload import WorkloadShape, generate, passage
 
 Record = tuple[bytes, bytes]
 _KAFKA = KafkaSettings()
@@ -33,8 +33,8 @@ COLLECT_WAIT_MS = 5
 # How often a wait for bundles looks again: short next to the latencies being measured, which are
 # taken at arrival, not at this check.
 _CHECK_INTERVAL_S = 0.02
-# The text of the suite's workloads: real documentation (stream_ctx.realtext's numpy corpus), on
-# which the targets are judged; the side-by-side phase also runs the synthetic text.
+# The text of the suite's workloads: real documentation (stream_ctx.corpora.realtext's numpy
+# corpus), on which the targets are judged; the side-by-side phase also runs the synthetic text.
 REAL_TEXT = "numpy"
 _WORD = re.compile(r"[^\W\d_]+")
 # The fields of the workload's shape the report describes it by.

@@ -78,7 +78,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         if name not in points:
             points[name] = {"t": time.perf_counter(), "cpu_s": time.process_time()}
 
-    class _Timed(Application):  # type: ignore[misc]
+    class _Timed(Application):
         # Quix's own rebalance callback and run loop (3.28.1), wrapped only to take the times.
         def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
             if partitions:
@@ -113,7 +113,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     source = app.topic(spec["input_topic"], key_deserializer="str", value_deserializer="json")
     sink = app.topic(spec["output_topic"], key_serializer="str", value_serializer="json")
 
-    def step(event: dict[str, Any], state: State) -> dict[str, Any] | None:
+    def step(event: dict[str, Any], state: State[str, Any]) -> dict[str, Any] | None:
         kind = event["type"]
         if kind == "end":
             state.delete("window")

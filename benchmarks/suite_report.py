@@ -39,7 +39,7 @@ P50_MS, P99_MS = 15.0, 50.0
 MAX_ITEMS_SHARE = 1 / 3
 RESTORE_FACTOR = 1.5
 # The settings and code limits the figures depend on, read from the code when the page is
-# written (tests/shell/test_documented_defaults.py checks the page's table against the code).
+# written (tests/repo/test_documented_defaults.py checks the page's table against the code).
 FIGURE_SETTINGS = (
     "kafka.max_poll_records",
     "kafka.max_batch_size",
@@ -234,11 +234,10 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
 
 def side_by_side_table(row: Results) -> str:
     """Passthrough ceiling, the Quix peer, stream-ctx and the exact-count bound, one text."""
-    whole = row
     ceiling, quix, run = row["ceiling"], row.get("quix", {}), row["runner"]
     bound, floors = row["count_bound"], _floor_rows(row)
 
-    def row(name: str, x: dict[str, Any], job: str) -> list[str]:
+    def line(name: str, x: dict[str, Any], job: str) -> list[str]:
         runs = ", ".join(f"{v:,.0f}" for v in x["all_events_per_s"])
         return [
             name,
@@ -250,14 +249,14 @@ def side_by_side_table(row: Results) -> str:
             f"{x['peak_rss_kib'] / 1024:,.0f}",
         ]
 
-    rows = [row("aiokafka passthrough (ceiling)", ceiling, "consume, produce unchanged, commit")]
+    rows = [line("aiokafka passthrough (ceiling)", ceiling, "consume, produce unchanged, commit")]
     if "skipped" in quix:
         rows.append(["Quix Streams 3.28.1", quix["skipped"], "", "", "", "", ""])
     else:
-        rows.append(row("Quix Streams, top-N only", quix, "priority window, threshold, output"))
-    rows.append(row("stream-ctx Runner", run, "window, dedup, render, exact counts"))
-    if "runner_python" in whole:
-        rows.append(row("stream-ctx Runner, Python core", whole["runner_python"], "the same"))
+        rows.append(line("Quix Streams, top-N only", quix, "priority window, threshold, output"))
+    rows.append(line("stream-ctx Runner", run, "window, dedup, render, exact counts"))
+    if "runner_python" in row:
+        rows.append(line("stream-ctx Runner, Python core", row["runner_python"], "the same"))
     rows.append(
         [
             "exact-count bound",
@@ -279,7 +278,7 @@ def floor_ms(row: Results) -> float:
     """CPU per event of the work this design does at the least: the ceiling's Kafka work,
     counting each new content once, and planning the repeats of each window from nothing."""
     ceiling = row["ceiling"]
-    return (
+    return float(
         ceiling["cpu_s"] / ceiling["events"] * 1000
         + 1000 / row["count_bound"]["events_per_s"]
         + 1000 / row["repeat_bound"]["events_per_s"]

@@ -31,9 +31,9 @@ import suite_load as load
 from suite_latency import CLI_STOP_TIMEOUT_S, write_config
 
 from stream_ctx.core.events import Finalize
+from stream_ctx.corpora.workload import TEXTS
 from stream_ctx.shell.kafka.admin import ClientKwargs, TopicSpec, ensure_topics
 from stream_ctx.shell.kafka.embedded import embedded_broker
-from stream_ctx.workload import TEXTS
 
 SEED = 2026
 PARTITIONS = 4

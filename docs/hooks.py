@@ -2,8 +2,9 @@
 
 `mkdocs build` calls `on_files`, which adds the pages below to the site without writing them
 into the checkout: settings (from the settings types), the CLI (from the argparse parser), the
-wire schemas (from the msgspec types) and the context format (`READING_GUIDE` and a context the
-core renders from `examples/readme.jsonl`). `python docs/hooks.py PAGE` prints one of them.
+wire schemas (from the msgspec types), the context format (`READING_GUIDE` and a context the
+core renders from `examples/readme.jsonl`) and the Python API (`stream_ctx.__all__`).
+`python docs/hooks.py PAGE` prints one of them.
 """
 
 from __future__ import annotations
@@ -13,13 +14,16 @@ import io
 import json
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from inspect import getdoc, isclass, isfunction, signature
 from pathlib import Path
+from types import UnionType
 from typing import Any
 
 import msgspec
 from msgspec import inspect
 
+import stream_ctx
 from stream_ctx import READING_GUIDE
 from stream_ctx.core.bundle import Bundle
 from stream_ctx.core.config import PRESETS, bundle_config_from_table
@@ -34,7 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "readme.jsonl"
 
 # What each key is for. Name, type, range, default and variable come from the code; a key
-# added to the settings without a line here fails tests/shell/test_docs_reference.py.
+# added to the settings without a line here fails tests/repo/test_docs_reference.py.
 SETTING_NOTES: dict[str, str] = {
     "bundle.preset": "a named set of the window keys below; keys given beside it override it",
     "bundle.max_items": "window size: items held per conversation",
@@ -94,7 +98,7 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+def _table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
     return "\n".join(lines) + "\n"
@@ -181,7 +185,7 @@ def _subcommands(parser: argparse.ArgumentParser) -> Iterator[tuple[str, argpars
 
 
 def _options(parser: argparse.ArgumentParser) -> list[tuple[str, ...]]:
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for action in parser._actions:
         if isinstance(action, argparse._HelpAction | argparse._SubParsersAction):
             continue
@@ -416,12 +420,105 @@ def context_format_page() -> str:
     )
 
 
+# The API page's sections, each name with what it is for. Every name of `stream_ctx.__all__` sits
+# in exactly one section, or the build fails: the page lists the API, nothing less or more.
+API_SECTIONS: dict[str, tuple[str, ...]] = {
+    "The processor": ("ContextProcessor", "BundleConfig", "PRESETS"),
+    "Events": ("Event", "Retrieval", "RetrievedItem", "Finalize", "End", "decode_event"),
+    "Bundles": ("Bundle", "rebuild_full"),
+    "Reading a context": ("READING_GUIDE", "read_context"),
+    "The client": ("ContextClient",),
+    "Errors": ("StreamCtxError", "ConfigError", "InvalidEventError"),
+}
+# What the names without a docstring of their own are.
+API_NOTES: dict[str, str] = {
+    "PRESETS": "The named `BundleConfig`s a `bundle.preset` key picks: "
+    + ", ".join(f"`{name}`" for name in PRESETS)
+    + ".",
+    "READING_GUIDE": "The paragraph to put in a system prompt so a model resolves a context's"
+    " references ([the context format](context-format.md) quotes it).",
+    "Event": "`Retrieval | Finalize | End`: what `decode_event` returns and"
+    " `ContextProcessor.apply` takes.",
+}
+
+
+class _Annotation(str):
+    """An annotation written as it reads in the source (a plain str would print quoted)."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def _signature(value: Callable[..., object]) -> str:
+    """`value`'s signature with its annotations as the source spells them."""
+    found = signature(value)
+    parameters = [
+        p.replace(annotation=_Annotation(p.annotation)) if isinstance(p.annotation, str) else p
+        for p in found.parameters.values()
+    ]
+    back = found.return_annotation
+    return str(
+        found.replace(
+            parameters=parameters,
+            return_annotation=_Annotation(back) if isinstance(back, str) else back,
+        )
+    )
+
+
+def _api_entry(name: str) -> str:
+    """One name of the API: what kind of thing it is, its signature if called, what it is for."""
+    value = getattr(stream_ctx, name)
+    if isclass(value) and issubclass(value, msgspec.Struct):
+        fields = "the `[bundle]` keys of [the settings](settings.md)"
+        if name != "BundleConfig":
+            fields = "[events and bundles](schemas.md)"
+        head = f"class (a msgspec Struct); its fields are {fields}"
+    elif isclass(value) and issubclass(value, Exception):
+        head = f"exception, a subclass of `{value.__mro__[1].__name__}`"
+    elif isclass(value) or isfunction(value):
+        kind = "class" if isclass(value) else "function"
+        head = f"{kind} `{name}{_signature(value)}`"
+    else:
+        head = "type" if isinstance(value, UnionType) else "constant"
+    about = API_NOTES.get(name) or (getdoc(value) or "").split("\n\n")[0].replace("\n", " ")
+    return f"### `{name}`\n\n{head}\n\n{about}\n"
+
+
+def api_page() -> str:
+    """The names `stream_ctx` exports, by what they are for; every other module is internal."""
+    listed = [name for names in API_SECTIONS.values() for name in names]
+    if sorted(listed) != sorted(stream_ctx.__all__):
+        raise ValueError(f"API_SECTIONS lists {sorted(listed)}, not {sorted(stream_ctx.__all__)}")
+    sections = [
+        f"## {title}\n\n" + "\n".join(_api_entry(name) for name in names)
+        for title, names in API_SECTIONS.items()
+    ]
+    return "\n".join(
+        [
+            "# Python API",
+            "",
+            f"`from stream_ctx import ...`: these {len(listed)} names are the API, and"
+            " `stream_ctx.__all__` is exactly them. `stream_ctx.settings` (the config file, whose"
+            " `kafka` table `ContextClient.from_settings` takes) is public too. Every other module"
+            " (`stream_ctx.core`, `stream_ctx.shell`, `stream_ctx.corpora`) is internal:"
+            " importable, but free to change in any release. Every error derives from"
+            " `StreamCtxError`; the finer ones are caught as it or imported from the module that"
+            " raises them (`stream_ctx.client.BundleTimeoutError`). `import stream_ctx` loads no"
+            " Kafka client; `ContextClient` is imported on first use. This page is generated"
+            " from the code.",
+            "",
+            *sections,
+        ]
+    )
+
+
 PAGES: dict[str, Callable[[], str]] = {
     "reference/settings.md": settings_page,
     "reference/cli.md": cli_page,
     "reference/schemas.md": schemas_page,
     "reference/context-format.md": context_format_page,
     "reference/metrics.md": metrics_page,
+    "reference/api.md": api_page,
 }
 
 

@@ -46,7 +46,7 @@ from stream_ctx.settings import KafkaSettings, client_kwargs
 
 __all__ = ("DEFAULT_TIMEOUT_S", "BundleTimeoutError", "ClientError", "ClientStats", "ContextClient")
 
-log = logging.getLogger("stream_ctx.client")
+log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 30.0
 """A finalize is answered in milliseconds; 30 s covers a processor rebalancing or restoring."""

@@ -27,9 +27,9 @@ from stream_ctx.core.config import BundleConfig
 from stream_ctx.core.events import Event, Finalize
 from stream_ctx.core.processor import ContextProcessor
 from stream_ctx.core.reader import read_references
+from stream_ctx.corpora.workload import WorkloadShape, generate
 from stream_ctx.shell.http.inspector.views import split_entries
 from stream_ctx.shell.kafka.embedded import EmbeddedBroker
-from stream_ctx.workload import WorkloadShape, generate
 from tests.integration.kafka_io import (
     cli_command,
     cli_environment,

@@ -20,10 +20,10 @@ from stream_ctx.core.processor import ContextProcessor
 from stream_ctx.core.reader import ContextSyntaxError, ReadItem, read_context
 from stream_ctx.core.rebuild import DeltaBaseError, rebuild_full
 from stream_ctx.core.tokenizer import BpeTokenizer, get_tokenizer
+from stream_ctx.corpora.realtext import workload
+from stream_ctx.corpora.workload import WorkloadShape, generate
 from stream_ctx.errors import ConfigError, InvalidEventError
-from stream_ctx.realtext import workload
 from stream_ctx.shell.state.changelog import ChangelogWrites, RestoredPartition
-from stream_ctx.workload import WorkloadShape, generate
 from tests.factories import make_finalize, make_item, make_retrieval, written
 
 _SHAPE = WorkloadShape(conversations=2, retrievals_per_conversation=6, finalize_every=1)

@@ -13,8 +13,8 @@ from stream_ctx.core.prefix import pack_context, tokens_prefix_reused, unpack_co
 from stream_ctx.core.processor import ContextProcessor
 from stream_ctx.core.textmatch import common_run
 from stream_ctx.core.tokenizer import BpeTokenizer, get_tokenizer
+from stream_ctx.corpora.workload import WorkloadShape, generate
 from stream_ctx.shell.state.changelog import ChangelogWrites, RestoredPartition
-from stream_ctx.workload import WorkloadShape, generate
 from tests.factories import written
 
 ORDERS: tuple[RenderOrder, ...] = ("priority", "stable", "edges")

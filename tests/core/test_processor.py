@@ -17,8 +17,8 @@ from stream_ctx.core.config import BundleConfig, ContextFormat
 from stream_ctx.core.events import Event, RenderOrder, RetrievedItem
 from stream_ctx.core.processor import ContextProcessor
 from stream_ctx.core.tokenizer import TiktokenTokenizer, get_tokenizer
+from stream_ctx.corpora.workload import WorkloadShape, generate
 from stream_ctx.errors import FinalizeRefusedError
-from stream_ctx.workload import WorkloadShape, generate
 from tests.factories import (
     DAY_MS,
     HOUR_MS,

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from stream_ctx import get_tokenizer
 from stream_ctx.core.accumulator import RankedItem
 from stream_ctx.core.assembler import DagContextAssembler
 from stream_ctx.core.delta import read_delta
 from stream_ctx.core.reader import ReadItem, read_context
+from stream_ctx.core.tokenizer import get_tokenizer
 from tests.factories import make_context_item
 
 _PAGE = Path(__file__).parents[2] / "docs" / "reference" / "reading-rules.md"

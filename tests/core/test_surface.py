@@ -6,6 +6,8 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
+import subprocess
+import sys
 from types import ModuleType
 
 import pytest
@@ -13,45 +15,25 @@ import pytest
 import stream_ctx
 import stream_ctx.core
 
+# The API: what a user needs, and nothing the core or the shell uses only inside.
 PACKAGE_EXPORTS = (
     "PRESETS",
     "READING_GUIDE",
-    "AddResult",
-    "Assembly",
     "Bundle",
-    "BundleAccumulator",
     "BundleConfig",
-    "BundleItem",
-    "BundleStats",
     "ConfigError",
-    "ContextItem",
+    "ContextClient",
     "ContextProcessor",
-    "ContextSyntaxError",
-    "DagContextAssembler",
-    "DeltaBaseError",
     "End",
     "Event",
     "Finalize",
     "InvalidEventError",
-    "RankedItem",
-    "ReadItem",
     "Retrieval",
     "RetrievedItem",
-    "SharedAttribute",
-    "StateDag",
     "StreamCtxError",
-    "TiktokenTokenizer",
-    "Tokenizer",
-    "block_id",
-    "bundle_config_from_table",
     "decode_event",
-    "encode_bundle",
-    "get_tokenizer",
-    "priority",
-    "rank_key",
     "read_context",
     "rebuild_full",
-    "recency",
 )
 MODULES = sorted(
     m.name for m in pkgutil.walk_packages(stream_ctx.__path__, "stream_ctx.") if not m.ispkg
@@ -63,6 +45,24 @@ REEXPORTING_PACKAGES = ("stream_ctx", "stream_ctx.settings")
 def test_the_package_exports_exactly_its_public_names() -> None:
     assert stream_ctx.__all__ == PACKAGE_EXPORTS
     assert all(hasattr(stream_ctx, name) for name in stream_ctx.__all__)
+
+
+def test_importing_the_package_loads_no_kafka_client_until_the_client_is_used() -> None:
+    script = (
+        "import sys, stream_ctx\n"
+        "print('aiokafka' in sys.modules)\n"
+        "from stream_ctx import ContextClient\n"
+        "print('aiokafka' in sys.modules, ContextClient.__module__)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.split() == ["False", "True", "stream_ctx.client"]
+
+
+def test_a_name_outside_the_api_is_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="has no attribute 'StateDag'"):
+        _ = stream_ctx.StateDag  # type: ignore[attr-defined]
 
 
 def test_every_core_and_shell_module_is_checked() -> None:

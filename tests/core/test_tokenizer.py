@@ -29,8 +29,8 @@ from stream_ctx.core.tokenizer import (
     get_tokenizer,
     ordinary_ranks,
 )
+from stream_ctx.corpora.realtext import documents
 from stream_ctx.errors import ConfigError
-from stream_ctx.realtext import documents
 from tests.factories import (
     ODD_FRAGMENTS,
     T0,

@@ -34,15 +34,17 @@ from stream_ctx.core.changes import ConversationState
 from stream_ctx.core.config import BundleConfig
 from stream_ctx.core.events import Event
 from stream_ctx.core.processor import ContextProcessor
+from stream_ctx.corpora.workload import WorkloadShape, generate
 from stream_ctx.settings import ENV_PREFIX, load_settings
 from stream_ctx.shell.kafka.admin import ClientKwargs, TopicSpec, ensure_topics
 from stream_ctx.shell.kafka.embedded import EmbeddedBroker
 from stream_ctx.shell.processing.runner import Runner
 from stream_ctx.shell.state.changelog import RestoredPartition
-from stream_ctx.workload import WorkloadShape, generate
 from tests.integration.kafka_io import committed_offsets, create_input, event_records, produce
 
 STREAM_CTX = Path(sys.executable).with_name("stream-ctx")
+# The runner and its parts (ownership, publisher, supervisor) log under this package's name.
+PROCESSING_LOGGER = "stream_ctx.shell.processing"
 # Tansu drops a dead (or departed) member only after its 6 s session timeout, then takes ~3 s
 # to answer the join: one start after a kill costs ~11 s; three restarts plus the work fit here.
 TEST_TIMEOUT_S = 100.0
@@ -592,8 +594,8 @@ def _numbers(partitions: set[str]) -> list[int]:
 
 
 def runner_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
-    """The runner's log lines so far (every in-process runner's, in order)."""
-    return [r.getMessage() for r in caplog.records if r.name == "stream_ctx.runner"]
+    """The log lines of the runner and its parts so far (every in-process runner's, in order)."""
+    return [r.getMessage() for r in caplog.records if r.name.startswith(PROCESSING_LOGGER)]
 
 
 def revocation_then_assignments(lines: list[str]) -> tuple[set[str], set[str], set[str]] | None:
@@ -647,7 +649,7 @@ async def test_rebalance_during_restore_keeps_state_and_members(
     settings = load_settings(config, environ={})
     expected = await replay_cli(config, before + after, tmp_path)
     everything = {f"{names.source}/{p}" for p in range(3)}
-    caplog.set_level(logging.INFO, logger="stream_ctx.runner")
+    caplog.set_level(logging.INFO, logger=PROCESSING_LOGGER)
     # `first` holds its restore after folding the first fetch (the seam in
     # recovery.read_changelogs) until the group has revoked its partitions and handed some to
     # `second`: the revocation reaches a restore in progress in every run, whatever the timing.

@@ -14,10 +14,10 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.structs import TopicPartition
 
 from stream_ctx.core.events import Event
+from stream_ctx.corpora.workload import WorkloadShape, generate
 from stream_ctx.shell.kafka.admin import ClientKwargs
 from stream_ctx.shell.kafka.embedded import EmbeddedBroker
 from stream_ctx.shell.processing.runner import Runner
-from stream_ctx.workload import WorkloadShape, generate
 from tests.integration.kafka_io import (
     bundles_by_id,
     collect,

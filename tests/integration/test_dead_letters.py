@@ -14,12 +14,12 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.structs import ConsumerRecord, RecordMetadata, TopicPartition
 
 from stream_ctx.core.events import Event, Finalize, Retrieval, RetrievedItem
+from stream_ctx.corpora.workload import WorkloadShape, generate
 from stream_ctx.errors import MissingTopicError
 from stream_ctx.shell.kafka.admin import ClientKwargs, partition_counts
 from stream_ctx.shell.kafka.embedded import EmbeddedBroker
 from stream_ctx.shell.processing.runner import Runner
 from stream_ctx.shell.processing.stats import RunnerStats
-from stream_ctx.workload import WorkloadShape, generate
 from tests.integration.kafka_io import (
     bundles_by_id,
     cli_command,

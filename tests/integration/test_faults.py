@@ -14,11 +14,11 @@ import pytest
 from aiokafka.structs import ConsumerRecord
 
 from stream_ctx.core.events import Finalize
+from stream_ctx.corpora.workload import WorkloadShape, generate
 from stream_ctx.settings import Settings
 from stream_ctx.shell.kafka.admin import ClientKwargs
 from stream_ctx.shell.kafka.embedded import EmbeddedBroker
 from stream_ctx.shell.processing.runner import Runner
-from stream_ctx.workload import WorkloadShape, generate
 from tests.integration.kafka_io import (
     bundles_by_id,
     collect,

@@ -11,11 +11,11 @@ import anyio
 from prometheus_client.parser import text_string_to_metric_families
 
 from stream_ctx.core.events import Finalize
+from stream_ctx.corpora.workload import WorkloadShape, generate
 from stream_ctx.shell.http.server import http_app, run_http_server
 from stream_ctx.shell.kafka.admin import ClientKwargs
 from stream_ctx.shell.kafka.embedded import EmbeddedBroker
 from stream_ctx.shell.processing.runner import Runner
-from stream_ctx.workload import WorkloadShape, generate
 from tests.integration.kafka_io import collect, create_input, event_records, produce, settings_for
 
 # Joining the group takes ~3 s on this broker; a restart waits out the old member (~6 s more).

@@ -10,11 +10,11 @@ import msgspec
 
 from stream_ctx.core.config import BundleConfig
 from stream_ctx.core.events import Event, Finalize
+from stream_ctx.corpora.workload import WorkloadShape, generate
 from stream_ctx.shell.commands.replay import replay
 from stream_ctx.shell.kafka.admin import ClientKwargs
 from stream_ctx.shell.kafka.embedded import EmbeddedBroker
 from stream_ctx.shell.processing.runner import Runner
-from stream_ctx.workload import WorkloadShape, generate
 from tests.integration.kafka_io import collect, create_input, event_records, produce, settings_for
 
 # Group join on this broker takes ~3 s; processing a few hundred events well under a second.

@@ -84,7 +84,7 @@ def test_serve_logs_its_rebuild_and_tenants_but_no_token_and_stops_on_sigterm(
         "GET /v1/conversations/acme:0/bundle 404 tenant=none",
         "GET /v1/conversations 200 tenant=acme",
     ):
-        assert f"stream_ctx.serve.access: {line} " in logged, line
+        assert f"stream_ctx.shell.serve.access: {line} " in logged, line
 
 
 def _requests(base_url: str) -> list[object]:

@@ -13,11 +13,11 @@ import pytest
 from anyio.abc import Process
 
 from stream_ctx.core.events import Finalize
+from stream_ctx.corpora.workload import WorkloadShape, generate
 from stream_ctx.errors import MissingTopicError
 from stream_ctx.shell.commands.run import SHUTDOWN_BOUND_S
 from stream_ctx.shell.kafka.admin import ClientKwargs, partition_counts
 from stream_ctx.shell.kafka.embedded import EmbeddedBroker
-from stream_ctx.workload import WorkloadShape, generate
 from tests.integration.kafka_io import (
     bundles_by_id,
     cli_command,

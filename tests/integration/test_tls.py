@@ -24,10 +24,10 @@ from aiokafka.errors import KafkaConnectionError
 from anyio.abc import Process
 
 from stream_ctx.core.events import Finalize
+from stream_ctx.corpora.workload import WorkloadShape, generate
 from stream_ctx.settings import Settings, client_kwargs, load_settings
 from stream_ctx.shell.kafka.embedded import embedded_broker
 from stream_ctx.shell.processing.runner import Runner
-from stream_ctx.workload import WorkloadShape, generate
 from tests.integration.kafka_io import collect, create_input, event_records, produce
 
 HOST = "127.0.0.1"

@@ -14,11 +14,11 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from stream_ctx.core.events import Finalize
+from stream_ctx.corpora.workload import WorkloadShape, generate
 from stream_ctx.settings import Settings
 from stream_ctx.shell.kafka.admin import ClientKwargs
 from stream_ctx.shell.kafka.embedded import EmbeddedBroker
 from stream_ctx.shell.processing.runner import Runner
-from stream_ctx.workload import WorkloadShape, generate
 from tests.integration.kafka_io import (
     collect,
     create_input,
@@ -27,7 +27,7 @@ from tests.integration.kafka_io import (
     settings_for,
 )
 from tests.integration.test_codecs import events_of, produce_compressed
-from tests.shell.test_metrics import get, serving
+from tests.shell.http.test_metrics import get, serving
 
 # A join (~3 s here), the events, the stall time and a few watchdog turns.
 RUN_TIMEOUT_S = 60.0

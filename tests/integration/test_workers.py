@@ -11,9 +11,9 @@ from pathlib import Path
 import anyio
 
 from stream_ctx.core.events import Finalize
+from stream_ctx.corpora.workload import generate
 from stream_ctx.shell.kafka.admin import ClientKwargs
 from stream_ctx.shell.kafka.embedded import EmbeddedBroker
-from stream_ctx.workload import generate
 from tests.integration.kafka_io import (
     bundles_by_id,
     cli_command,

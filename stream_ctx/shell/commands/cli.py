@@ -26,7 +26,7 @@ from stream_ctx.shell.commands.subcommand import DescriptionFirstParser, core_no
 
 __all__ = ("build_parser", "main")
 
-log = logging.getLogger("stream_ctx.cli")
+log = logging.getLogger(__name__)
 
 # In the order `stream-ctx --help` lists them.
 _SUBCOMMANDS = (replay, run, demo, broker, produce, tail, serve, healthcheck, schema)

@@ -17,6 +17,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from stream_ctx.core.bundle import Bundle
 from stream_ctx.core.events import Event, Finalize
+from stream_ctx.corpora.workload import WorkloadShape, generate
 from stream_ctx.settings import KafkaSettings, MetricsSettings, ServeSettings, Settings
 from stream_ctx.shell.commands.logs import configure_logging
 from stream_ctx.shell.commands.run import new_history, runner_app
@@ -26,7 +27,6 @@ from stream_ctx.shell.http.server import run_http_server
 from stream_ctx.shell.kafka.admin import TopicSpec, ensure_topics
 from stream_ctx.shell.kafka.embedded import embedded_broker
 from stream_ctx.shell.processing.runner import Runner
-from stream_ctx.workload import WorkloadShape, generate
 
 __all__ = ("add_to", "run_demo")
 

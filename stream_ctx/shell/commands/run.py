@@ -28,7 +28,7 @@ from stream_ctx.shell.commands.subcommand import (
     worker_count,
 )
 from stream_ctx.shell.commands.workers import run_workers
-from stream_ctx.shell.http.inspector.history import History
+from stream_ctx.shell.http.inspector.history import InspectorHistory
 from stream_ctx.shell.http.inspector.routes import Inspector, required_token
 from stream_ctx.shell.http.server import http_app, run_http_server
 from stream_ctx.shell.processing.runner import Runner
@@ -36,9 +36,7 @@ from stream_ctx.shell.processing.stats import RunnerStats
 
 __all__ = ("SHUTDOWN_BOUND_S", "add_to", "new_history", "run_service", "runner_app")
 
-log = logging.getLogger("stream_ctx.service")
-# The start line keeps the logger name it has always had, the command line's.
-_start_log = logging.getLogger("stream_ctx.cli")
+log = logging.getLogger(__name__)
 
 # SIGTERM to exit: the current batch's writes and the commit (seconds at most), then leaving
 # the group. Past this the process exits anyway; uncommitted events are re-read on restart.
@@ -79,7 +77,7 @@ def _run(args: argparse.Namespace) -> int:
         overrides["kafka.output_topic"] = args.output_topic
     settings = load_settings(args.config, overrides=overrides)
     kafka = settings.kafka
-    _start_log.info(
+    log.info(
         "starting stream-ctx %s (%s): brokers %s, input %s, output %s, dead letters %s,"
         " group %r; config: %s",
         version(),
@@ -100,9 +98,7 @@ def _run(args: argparse.Namespace) -> int:
     )
     missing = missing_core_reason() if settings.bundle.core == "auto" else None
     if missing is not None:
-        _start_log.warning(
-            "running the Python core, the same bundles at a higher CPU cost: %s", missing
-        )
+        log.warning("running the Python core, the same bundles at a higher CPU cost: %s", missing)
     if args.workers > 1:
         worker_argv = ["run", *_run_flags(args)]
         run = partial(
@@ -139,11 +135,11 @@ def _config_source(path: Path | None, flags: Sequence[str]) -> str:
     return " + ".join(parts)
 
 
-def new_history(settings: MetricsSettings) -> History | None:
+def new_history(settings: MetricsSettings) -> InspectorHistory | None:
     """The bounded history the inspector reads, if the inspector is on."""
     if not settings.inspector or settings.port is None:
         return None
-    return History(
+    return InspectorHistory(
         max_events=settings.history_events,
         max_bundles=settings.history_bundles,
         max_conversations=settings.history_conversations,

@@ -18,7 +18,7 @@ from anyio.abc import Process
 
 __all__ = ("run_workers",)
 
-log = logging.getLogger("stream_ctx.workers")
+log = logging.getLogger(__name__)
 
 # A worker exits this long at most after its drain, however it ends.
 _EXIT_BOUND_S = 5.0

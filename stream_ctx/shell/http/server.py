@@ -26,7 +26,7 @@ from stream_ctx.shell.http.metrics import Health, Metrics
 
 __all__ = ("http_app", "run_http_server")
 
-log = logging.getLogger("stream_ctx.web")
+log = logging.getLogger(__name__)
 
 # A client that sends no request in this long is dropped (Hypercorn's keep-alive timeout
 # counts from the connection's start), so idle sockets do not pile up.

@@ -26,8 +26,7 @@ from stream_ctx.shell.kafka.topology import DLQ_MAX_MESSAGE_BYTES
 
 __all__ = ("SessionClients", "group_consumer", "producer", "reader")
 
-# The member's log lines keep the logger name operators filter on.
-log = logging.getLogger("stream_ctx.runner")
+log = logging.getLogger(__name__)
 
 # A heartbeat every third of the session timeout, Kafka's recommended ratio.
 _HEARTBEAT_FRACTION = 3

@@ -22,7 +22,7 @@ REFUSED_HEADER = "stream-ctx.errors.refused"
 
 Headers = list[tuple[str, bytes]]
 
-log = logging.getLogger("stream_ctx.dead_letter")
+log = logging.getLogger(__name__)
 
 
 def _headers(record: ConsumerRecord[bytes, bytes], error: BaseException) -> Headers:

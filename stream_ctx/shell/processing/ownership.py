@@ -18,11 +18,11 @@ from stream_ctx.core.changes import Restored
 from stream_ctx.core.learning import Learning
 from stream_ctx.core.memo import Memos
 from stream_ctx.core.processor import ContextProcessor
-from stream_ctx.errors import UndecodableBatchError
 from stream_ctx.settings import Settings
 from stream_ctx.shell.http.metrics import Health, Metrics
 from stream_ctx.shell.kafka.clients import SessionClients
 from stream_ctx.shell.kafka.topology import changelog_topic
+from stream_ctx.shell.processing.offsets import InputOffsets
 from stream_ctx.shell.processing.stats import RunnerStats
 from stream_ctx.shell.state.changelog import Record, RestoredPartition
 from stream_ctx.shell.state.checkpoint import Checkpoint
@@ -30,12 +30,11 @@ from stream_ctx.shell.state.recovery import read_changelogs
 
 __all__ = ("OwnedPartitions",)
 
-# The member's log lines keep the logger name operators filter on.
-log = logging.getLogger("stream_ctx.runner")
+log = logging.getLogger(__name__)
 
 
 class OwnedPartitions(ConsumerRebalanceListener):  # type: ignore[misc]
-    """Each owned partition's processor and next input offset. aiokafka calls it on every
+    """Each owned partition's processor and input offsets. aiokafka calls it on every
     rebalance; the member is ready once every assigned partition is restored."""
 
     def __init__(
@@ -64,8 +63,7 @@ class OwnedPartitions(ConsumerRebalanceListener):  # type: ignore[misc]
         # partitions, to hold it in progress (recovery.read_changelogs says where).
         self.restore_hold: Callable[[], Awaitable[None]] | None = None
         self._pending: set[TopicPartition] = set()
-        # Next input offset to process per partition: where a failed fetch rewinds to.
-        self._next_offsets: dict[TopicPartition, int] = {}
+        self.offsets = InputOffsets()
         self._orphans: dict[TopicPartition, list[Record]] = {}
 
     async def on_partitions_revoked(self, revoked: Iterable[TopicPartition]) -> None:
@@ -85,7 +83,7 @@ class OwnedPartitions(ConsumerRebalanceListener):  # type: ignore[misc]
             processor.drop_learning()
         self.processors.clear()
         self._pending.clear()
-        self._next_offsets.clear()
+        self.offsets.clear()
         self._orphans.clear()
         self.mark_ready(is_rebalancing=True)  # ready again once assigned and restored
 
@@ -105,11 +103,11 @@ class OwnedPartitions(ConsumerRebalanceListener):  # type: ignore[misc]
             try:
                 await self._checkpoint.flush()
             finally:
+                self.offsets.forget(revoked)
                 for tp in revoked:
                     processor = self.processors.pop(tp, None)
                     if processor is not None:
                         processor.drop_learning()
-                    self._next_offsets.pop(tp, None)
                     self._orphans.pop(tp, None)  # the new owner cleans them up itself
         self._metrics.forget_partitions(revoked)
         self.count_held()
@@ -177,35 +175,6 @@ class OwnedPartitions(ConsumerRebalanceListener):  # type: ignore[misc]
         if released:
             log.info("released %d idle conversation(s) from memory", released)
             self.count_held()
-
-    def processed(self, tp: TopicPartition, next_offset: int) -> None:
-        """A batch of `tp` is processed up to `next_offset`."""
-        self._next_offsets[tp] = next_offset
-
-    def stuck_at(self, error: UndecodableBatchError) -> None:
-        """A partition paused at an undecodable batch: judged by the watchdog from here on."""
-        self._next_offsets.setdefault(TopicPartition(error.topic, error.partition), error.offset)
-
-    def positions(self) -> dict[TopicPartition, int]:
-        """The next input offset of each owned partition that has one."""
-        return {tp: self._next_offsets[tp] for tp in self.processors if tp in self._next_offsets}
-
-    async def rewind_positions(self) -> dict[TopicPartition, int]:
-        """Where each owned partition not paused resumes: one past the last processed offset,
-        else the committed one, else the start (Kafka resets an offset before the log start to
-        the earliest)."""
-        consumer = self._clients.consumer
-        paused = consumer.paused()
-        positions = {}
-        for tp in self.processors:
-            if tp in paused:
-                continue
-            if tp in self._next_offsets:
-                positions[tp] = self._next_offsets[tp]
-            else:
-                committed: int | None = await consumer.committed(tp)
-                positions[tp] = committed if committed is not None else 0
-        return positions
 
     def take_orphans(self, tp: TopicPartition) -> list[Record]:
         """Tombstones for records a crash left behind, found as restored conversations load."""

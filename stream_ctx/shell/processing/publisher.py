@@ -23,8 +23,7 @@ from stream_ctx.shell.state.changelog import Record
 
 __all__ = ("Publisher",)
 
-# The member's log lines keep the logger name operators filter on.
-log = logging.getLogger("stream_ctx.runner")
+log = logging.getLogger(__name__)
 
 # Room for a record's key, headers and framing beside a truncated dead letter's value.
 _RECORD_OVERHEAD_BYTES = 64 * 1024

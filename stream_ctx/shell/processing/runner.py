@@ -24,7 +24,7 @@ from stream_ctx.core.processor import ContextProcessor
 from stream_ctx.core.tokenizer import get_tokenizer
 from stream_ctx.errors import ConversationReleasedError
 from stream_ctx.settings import Settings, client_kwargs
-from stream_ctx.shell.http.inspector.history import History
+from stream_ctx.shell.http.inspector.history import InspectorHistory
 from stream_ctx.shell.http.metrics import Health, Metrics
 from stream_ctx.shell.kafka.admin import ensure_topics, partition_counts
 from stream_ctx.shell.kafka.clients import SessionClients
@@ -43,7 +43,7 @@ from stream_ctx.shell.state.checkpoint import Checkpoint
 
 __all__ = ("Runner",)
 
-log = logging.getLogger("stream_ctx.runner")
+log = logging.getLogger(__name__)
 
 # How long one fetch waits for records before the loop checks for shutdown and restores.
 _POLL_MS = 100
@@ -64,7 +64,7 @@ class Runner:
         *,
         metrics: Metrics | None = None,
         health: Health | None = None,
-        history: History | None = None,
+        history: InspectorHistory | None = None,
         stall_after_s: float | None = None,
     ) -> None:
         self.settings = settings
@@ -146,7 +146,7 @@ class Runner:
             if self._watchdog.is_due:
                 self._watchdog.observe(
                     self.clients.consumer,
-                    self.partitions.positions(),
+                    self.partitions.offsets.positions(self.partitions.processors),
                     in_flight=self.checkpoint.in_flight,
                 )
             if self.partitions.is_restoring:
@@ -172,13 +172,13 @@ class Runner:
         try:
             batch: Batch = await consumer.getmany(timeout_ms=_POLL_MS, max_records=limit)
         except DECODE_ERRORS:
-            positions = await self.partitions.rewind_positions()
+            positions = await self.partitions.offsets.rewind(consumer, self.partitions.processors)
             batch, failed = await fetch_isolating(
                 consumer, positions, max_records=limit, timeout_ms=_POLL_MS
             )
             for error in failed:
                 log.error("%s", error)
-                self.partitions.stuck_at(error)
+                self.partitions.offsets.stuck_at(error)
         return batch
 
     async def _process(self, batch: Batch) -> None:
@@ -224,7 +224,7 @@ class Runner:
         """A partition's part of the batch: its changes to the checkpoint, its figures out."""
         next_offset = records[-1].offset + 1
         self.metrics.events_consumed(tp.topic, len(records))
-        self.partitions.processed(tp, next_offset)
+        self.partitions.offsets.processed(tp, next_offset)
         writes = ChangelogWrites.of(processor.take_changes())
         outcomes = processor.take_item_outcomes()
         self._feed_inspector(tp, processor, None)

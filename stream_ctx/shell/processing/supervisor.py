@@ -14,8 +14,7 @@ from stream_ctx.shell.processing.retry import Outage, is_transient
 
 __all__ = ("Session", "Supervisor")
 
-# The member's log lines keep the logger name operators filter on.
-log = logging.getLogger("stream_ctx.runner")
+log = logging.getLogger(__name__)
 
 Session = Callable[[anyio.abc.TaskStatus[None]], Awaitable[None]]
 """One group membership: returns when stopped and drained, raises when a fault ends it."""

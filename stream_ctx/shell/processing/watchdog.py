@@ -1,7 +1,7 @@
 """Progress watchdog: a member with records behind its position that moves none of them for a
 while is stalled, however alive its loop looks; a member with nothing to read never is.
 
-`Progress` is the judgement alone (time passed in); `Watchdog` feeds it what the member sees.
+`ProgressWatch` is the judgement alone (time passed in); `Watchdog` feeds it what the member sees.
 """
 
 from __future__ import annotations
@@ -17,10 +17,9 @@ from aiokafka.structs import TopicPartition
 
 from stream_ctx.shell.http.metrics import Health
 
-__all__ = ("Progress", "Stall", "WaitReason", "Watchdog")
+__all__ = ("ProgressWatch", "Stall", "WaitReason", "Watchdog")
 
-# The member's log lines keep the logger name operators filter on.
-log = logging.getLogger("stream_ctx.runner")
+log = logging.getLogger(__name__)
 
 # Progress is judged this often: a stall is measured in minutes, the loop turns every 100 ms.
 _WATCH_INTERVAL_S = 1.0
@@ -44,7 +43,7 @@ class Stall:
 
 
 @dataclass(slots=True)
-class Progress:
+class ProgressWatch:
     """When the member last moved a partition that had records waiting; `observe` it often.
 
     Progress is any such partition's position moving, or having no records waiting at all
@@ -106,7 +105,7 @@ class Watchdog:
     stall begins, one INFO when a partition moves again."""
 
     def __init__(self, health: Health, *, stall_after_s: float, fetch_max_wait_ms: int) -> None:
-        self._progress = Progress(stall_after_s=stall_after_s)
+        self._progress = ProgressWatch(stall_after_s=stall_after_s)
         self._health = health
         self._fetch_max_wait_s = fetch_max_wait_ms / 1000
         self._next_at = time.monotonic()

@@ -13,7 +13,7 @@ from stream_ctx.shell.serve.tenant import Tenants
 
 __all__ = ("AccessLog",)
 
-log = logging.getLogger("stream_ctx.serve.access")
+log = logging.getLogger(__name__)
 
 
 class AccessLog:

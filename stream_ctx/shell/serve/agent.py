@@ -37,7 +37,7 @@ from stream_ctx.shell.serve.view import BundleView, DuplicateRequestError
 
 __all__ = ("ContextServer", "context_uri")
 
-log = logging.getLogger("stream_ctx.serve.mcp")
+log = logging.getLogger(__name__)
 
 _URI_PREFIX = "stream-ctx://conversations/"
 _URI_TEMPLATE = _URI_PREFIX + "{conversation_id}/context"

@@ -28,7 +28,7 @@ from stream_ctx.shell.serve.wire import (
 
 __all__ = ("HttpApi", "RequestError")
 
-log = logging.getLogger("stream_ctx.serve.api")
+log = logging.getLogger(__name__)
 
 # An event stream ends after this long (EventSource reconnects), so no connection lives forever.
 _STREAM_MAX_S = 3600.0

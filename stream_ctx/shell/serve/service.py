@@ -32,7 +32,7 @@ from stream_ctx.shell.serve.view import BundleView
 
 __all__ = ("Serving", "run_serve", "serve_for_demo", "serving")
 
-log = logging.getLogger("stream_ctx.serve")
+log = logging.getLogger(__name__)
 
 MCP_PATH = "/mcp"
 # An idle keep-alive connection is closed after this long: agents pause for a model's answer

@@ -33,7 +33,7 @@ from stream_ctx.shell.serve.store import BundleStore, Kept
 
 __all__ = ("BundleView", "DuplicateRequestError", "Progress")
 
-log = logging.getLogger("stream_ctx.serve.view")
+log = logging.getLogger(__name__)
 
 # Connecting and reading every partition's end is a few round trips; longer means unreachable.
 _START_TIMEOUT_S = 30.0

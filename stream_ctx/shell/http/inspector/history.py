@@ -14,7 +14,7 @@ from typing import Literal
 from stream_ctx.core.bundle import Bundle
 from stream_ctx.core.processor import ContextProcessor, ItemEvent
 
-__all__ = ("ConversationHistory", "History", "TimelineEntry", "What")
+__all__ = ("ConversationHistory", "InspectorHistory", "TimelineEntry", "What")
 
 What = Literal["accepted", "merged", "rejected", "evicted", "skipped for budget"]
 
@@ -49,7 +49,7 @@ class ConversationHistory:
 
 
 @dataclass(slots=True)
-class History:
+class InspectorHistory:
     """The last `max_events` item outcomes and `max_bundles` bundles of the `max_conversations`
     most recently active conversations."""
 

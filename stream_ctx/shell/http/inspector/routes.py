@@ -21,10 +21,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from stream_ctx.core.accumulator import RankedItem
 from stream_ctx.core.config import BundleConfig
 from stream_ctx.errors import ConfigError
-from stream_ctx.shell.http.inspector.history import History
+from stream_ctx.shell.http.inspector.history import InspectorHistory
 from stream_ctx.shell.http.inspector.overview import Series, read_totals
 from stream_ctx.shell.http.inspector.views import (
-    bundle_view,
+    bundle_page,
     conversation_summary,
     live_figures,
     saved_fraction,
@@ -80,7 +80,7 @@ class Inspector:
     """What the pages read: the processor's registry and windows, and the bounded history."""
 
     metrics: Metrics
-    history: History
+    history: InspectorHistory
     windows: WindowSource
     config: BundleConfig
     series: Series = field(default_factory=Series)
@@ -174,7 +174,7 @@ def inspector_routes(inspector: Inspector, *, token: str | None) -> list[BaseRou
         return page(
             "bundle.html",
             bundle=found,
-            view=bundle_view(found),
+            view=bundle_page(found),
             saved=saved_fraction(stats.tokens_naive, stats.tokens_bundle),
         )
 

@@ -18,12 +18,12 @@ from stream_ctx.shell.http.inspector.history import ConversationHistory
 from stream_ctx.shell.http.inspector.overview import Series, Totals
 
 __all__ = (
-    "BundleView",
+    "BundlePage",
     "Entry",
     "EntryCost",
     "Piece",
     "WindowRow",
-    "bundle_view",
+    "bundle_page",
     "context_pieces",
     "conversation_summary",
     "live_figures",
@@ -78,7 +78,7 @@ class EntryCost:
 
 
 @dataclass(frozen=True, slots=True)
-class BundleView:
+class BundlePage:
     """The bundle page: the context in pieces, each entry's cost, and why references are not
     highlighted (None when they are)."""
 
@@ -121,7 +121,7 @@ def context_pieces(
     return pieces
 
 
-def bundle_view(bundle: Bundle) -> BundleView:
+def bundle_page(bundle: Bundle) -> BundlePage:
     """The context as sent with what each reference stands for, and each entry's cost. A full
     context is read on its own; a delta's references may name entries of earlier bundles."""
     context = bundle.context
@@ -139,7 +139,7 @@ def bundle_view(bundle: Bundle) -> BundleView:
             note = f"This context does not read back, so its references are not shown: {exc}"
     tokenizer = get_tokenizer(bundle.stats.tokenizer)
     costs = [_cost(bundle, e, item_id, tokenizer) for e, item_id in zip(entries, ids, strict=True)]
-    return BundleView(context_pieces(context, references, entries), costs, note)
+    return BundlePage(context_pieces(context, references, entries), costs, note)
 
 
 def _cost(bundle: Bundle, entry: Entry, item_id: str | None, tokenizer: Tokenizer) -> EntryCost:

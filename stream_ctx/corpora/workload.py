@@ -7,8 +7,8 @@ fourth retrieval.
 
 The text is synthetic by default: sentences from a tiny vocabulary, which makes a repeat finder
 see far more repetition than real retrieval text. `WorkloadShape(text="numpy")` (or "stdlib")
-draws every document and the runbook passage from `stream_ctx.realtext`'s corpus instead and
-keeps everything else of the shape.
+draws every document and the runbook passage from `realtext`'s corpus instead and keeps
+everything else of the shape.
 """
 
 from __future__ import annotations
@@ -119,7 +119,9 @@ def _document(rng: random.Random, chars: int) -> str:
 @functools.cache
 def _corpus(text: str) -> tuple[str, tuple[tuple[int, int], ...]]:
     """A real corpus's documents joined by blank lines, and each one's (start, end) in it."""
-    from stream_ctx.realtext import documents  # imports the corpus's modules: only when asked
+    from stream_ctx.corpora.realtext import (
+        documents,  # imports the corpus's modules: only when asked
+    )
 
     texts = [doc.text for doc in documents(text)]
     spans, start = [], 0

@@ -20,7 +20,7 @@ from importlib.util import find_spec
 from pathlib import Path
 
 from stream_ctx.core.events import End, Event, Finalize, Retrieval, RetrievedItem
-from stream_ctx.testlog import TestSuite
+from stream_ctx.corpora.testlog import TestSuite
 
 __all__ = (
     "CORPORA",

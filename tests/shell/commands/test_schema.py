@@ -14,10 +14,10 @@ import msgspec
 import pytest
 
 from stream_ctx.core.codec import decode_event
+from stream_ctx.corpora.workload import WorkloadShape, generate
 from stream_ctx.errors import StreamCtxError
-from stream_ctx.workload import WorkloadShape, generate
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 # Each CLI call imports tiktoken and replays a small file: seconds, not minutes.
 CLI_TIMEOUT_S = 120
 

@@ -20,11 +20,11 @@ from stream_ctx.core.events import Event
 from stream_ctx.core.processor import ContextProcessor
 from stream_ctx.core.reader import Reference, read_context, read_references
 from stream_ctx.errors import ConfigError
-from stream_ctx.shell.http.inspector.history import History
+from stream_ctx.shell.http.inspector.history import InspectorHistory
 from stream_ctx.shell.http.inspector.overview import Series, Totals
 from stream_ctx.shell.http.inspector.routes import Inspector, required_token
 from stream_ctx.shell.http.inspector.views import (
-    bundle_view,
+    bundle_page,
     context_pieces,
     live_figures,
     split_entries,
@@ -66,7 +66,7 @@ def _events() -> list[Event]:
 class _Run:
     """A real processor fed the events, its outcomes recorded the way the runner records them."""
 
-    def __init__(self, history: History) -> None:
+    def __init__(self, history: InspectorHistory) -> None:
         self.processor = ContextProcessor(BundleConfig(max_items=2), is_recording_items=True)
         for position, event in enumerate(_events()):
             bundle = self.processor.apply(event, position=position)
@@ -82,8 +82,8 @@ class _Run:
 
 
 @asynccontextmanager
-async def inspecting(*, token: str | None = None) -> AsyncIterator[tuple[int, History]]:
-    history = History(max_events=50, max_bundles=3)
+async def inspecting(*, token: str | None = None) -> AsyncIterator[tuple[int, InspectorHistory]]:
+    history = InspectorHistory(max_events=50, max_bundles=3)
     run = _Run(history)
     metrics = Metrics()
     inspector = Inspector(metrics, history, run.window_of, run.processor.config)
@@ -162,12 +162,12 @@ def test_split_entries_cuts_at_leads_and_not_at_escaped_look_alikes() -> None:
 
 
 def test_bundle_view_costs_add_up_to_the_bundles_naive_and_sent_tokens() -> None:
-    history = History(max_events=50, max_bundles=3)
+    history = InspectorHistory(max_events=50, max_bundles=3)
     _Run(history)
     conv = history.get("c-1")
     assert conv is not None
     bundle = conv.bundles[0]
-    view = bundle_view(bundle)
+    view = bundle_page(bundle)
     assert view.note is None
     read = read_context(bundle.context)
     assert [cost.item_id for cost in view.costs] == [item.id for item in read]
@@ -189,7 +189,7 @@ def test_a_delta_bundle_is_shown_as_written_with_a_note() -> None:
     bundles = [processor.apply(event, position=n) for n, event in enumerate(events)]
     delta = bundles[-1]
     assert delta is not None and delta.mode == "delta"
-    view = bundle_view(delta)
+    view = bundle_page(delta)
     assert view.note is not None and "earlier bundles" in view.note
     assert all(piece.stands_for is None for piece in view.pieces)
     assert "".join(piece.text for piece in view.pieces) == delta.context
@@ -256,7 +256,7 @@ def test_a_non_loopback_bind_needs_a_token_and_loopback_does_not() -> None:
 
 
 def test_history_keeps_only_the_last_events_bundles_and_conversations() -> None:
-    history = History(max_events=3, max_bundles=1, max_conversations=2)
+    history = InspectorHistory(max_events=3, max_bundles=1, max_conversations=2)
     for n in range(3):
         processor = ContextProcessor(BundleConfig(max_items=2), is_recording_items=True)
         cid = f"conv-{n}"

@@ -12,6 +12,7 @@ import msgspec
 import pytest
 from msgspec import inspect
 
+import stream_ctx
 from stream_ctx import READING_GUIDE
 from stream_ctx.core.bundle import Bundle
 from stream_ctx.core.events import Event
@@ -105,3 +106,17 @@ def test_the_context_format_page_quotes_the_guide_and_renders_the_example() -> N
     assert READING_GUIDE.strip() in page
     assert bundle["context"].rstrip("\n") in page
     assert msgspec.json.decode(msgspec.json.encode(bundle))["stats"]["tokens_naive"] > 0
+
+
+def test_the_api_page_lists_exactly_the_package_exports() -> None:
+    headings = [line for line in HOOKS.api_page().splitlines() if line.startswith("### ")]
+    assert sorted(headings) == sorted(f"### `{name}`" for name in stream_ctx.__all__)
+
+
+def test_the_api_page_refuses_a_section_list_that_misses_an_export(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    sections = {**HOOKS.API_SECTIONS, "Errors": ("StreamCtxError", "ConfigError")}
+    monkeypatch.setattr(HOOKS, "API_SECTIONS", sections)
+    with pytest.raises(ValueError, match="API_SECTIONS lists"):
+        HOOKS.api_page()

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import random
+import sys
 from collections import Counter
 
 import msgspec
 import pytest
 
 from stream_ctx.core.events import End, Event, Finalize, Retrieval
-from stream_ctx.realtext import documents
-from stream_ctx.workload import WorkloadShape, generate, passage
+from stream_ctx.corpora.realtext import documents
+from stream_ctx.corpora.workload import WorkloadShape, generate, passage
 
 # sha256 of msgspec.json.encode(generate(1, WorkloadShape(conversations=3))), taken before the
 # real-text option existed: tests and benchmarks compare against the synthetic output as it is.
@@ -84,3 +85,14 @@ def test_chunks_start_and_end_between_words() -> None:
     for text in chunks:
         assert not text[:1].isspace()
         assert text[-1:].isspace() or text[-1:] in ".!?"
+
+
+def test_the_numpy_corpus_without_numpy_names_the_extra_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "numpy", None)
+    with pytest.raises(
+        ModuleNotFoundError,
+        match=r"^the numpy corpus needs numpy: pip install 'stream-ctx\[corpora\]'$",
+    ):
+        documents("numpy")

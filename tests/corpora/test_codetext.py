@@ -14,9 +14,9 @@ from collections import defaultdict
 import msgspec
 import pytest
 
-from stream_ctx.codetext import CORPORA, sources, workload
 from stream_ctx.core.codec import decode_event
 from stream_ctx.core.events import End, Event, Finalize, Retrieval, RetrievedItem
+from stream_ctx.corpora.codetext import CORPORA, sources, workload
 
 _READ_ID = re.compile(r"read:(?P<path>[^:]+):(?P<first>\d+)-(?P<last>\d+)(?P<edit>@edit\d+)?$")
 _GREP_LINE = re.compile(r"(?P<path>[\w/.]+\.py):(?P<lineno>\d+):(?P<text>.*)")
@@ -64,7 +64,7 @@ def test_workload_is_the_same_for_a_seed_and_differs_across_seeds(corpus: str) -
 
 def test_workload_is_the_same_in_processes_with_other_string_hashes() -> None:
     script = (
-        "import hashlib, msgspec; from stream_ctx.codetext import workload; "
+        "import hashlib, msgspec; from stream_ctx.corpora.codetext import workload; "
         "print(hashlib.sha256(msgspec.json.encode(workload('code', conversations=3))).hexdigest())"
     )
     digests = {

@@ -1,5 +1,5 @@
-"""Pytest-like logs for the code-reading workload (stream_ctx.codetext): tests named after real
-functions, failures whose tracebacks quote the real lines, and reruns that change a little."""
+"""Pytest-like logs for the code-reading workload (codetext): tests named after real functions,
+failures whose tracebacks quote the real lines, and reruns that change a little."""
 
 from __future__ import annotations
 

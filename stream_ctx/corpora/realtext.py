@@ -1,7 +1,7 @@
 """A real-text RAG workload: installed documentation cut into overlapping chunks, and seeded
 multi-turn conversations that retrieve the same and neighbouring chunks again.
 
-Corpora: `numpy` (the docstrings of numpy's public API, which our own dependencies install) and
+Corpora: `numpy` (the docstrings of numpy's public API; the `corpora` extra installs numpy) and
 `stdlib` (the docstrings of the Python standard library, kept as the unseen check). Chunks are
 about 800 characters long and overlap by about 20%, cut at whitespace.
 """
@@ -108,7 +108,13 @@ def documents(corpus: str) -> list[Document]:
     found: dict[str, Document] = {}
     seen: set[str] = set()
     for module_name in modules:
-        module = importlib.import_module(module_name)
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            raise ModuleNotFoundError(
+                f"the {corpus} corpus needs {exc.name}: pip install 'stream-ctx[corpora]'",
+                name=exc.name,
+            ) from exc
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)  # typing.io and such, on access
             found_docs = list(_docstrings(module_name, module))

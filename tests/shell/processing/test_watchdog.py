@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from aiokafka.structs import TopicPartition
 
-from stream_ctx.shell.processing.watchdog import Progress
+from stream_ctx.shell.processing.watchdog import ProgressWatch
 
 P0, P1 = TopicPartition("in", 0), TopicPartition("in", 1)
 
 
 def test_records_waiting_and_nothing_moving_is_a_stall_told_once() -> None:
-    progress = Progress(stall_after_s=10.0)
+    progress = ProgressWatch(stall_after_s=10.0)
     assert progress.observe({P0: 5, P1: 9}, {P0: 12, P1: 9}, now=0.0) == ({P0: 7, P1: 0}, False)
     assert progress.observe({P0: 5, P1: 9}, {P0: 12, P1: 9}, now=9.9)[1] is False
     assert progress.observe({P0: 5, P1: 9}, {P0: 13, P1: 9}, now=10.0) == ({P0: 8, P1: 0}, True)
@@ -24,7 +24,7 @@ def test_records_waiting_and_nothing_moving_is_a_stall_told_once() -> None:
 
 
 def test_any_partition_moving_is_progress() -> None:
-    progress = Progress(stall_after_s=10.0)
+    progress = ProgressWatch(stall_after_s=10.0)
     progress.observe({P0: 5, P1: 1}, {P0: 12, P1: 9}, now=0.0)
     progress.observe({P0: 5, P1: 2}, {P0: 12, P1: 9}, now=9.0)
     assert progress.observe({P0: 5, P1: 2}, {P0: 12, P1: 9}, now=18.0)[1] is False
@@ -32,7 +32,7 @@ def test_any_partition_moving_is_progress() -> None:
 
 
 def test_an_idle_member_never_stalls_and_a_moving_one_recovers() -> None:
-    progress = Progress(stall_after_s=10.0)
+    progress = ProgressWatch(stall_after_s=10.0)
     for now in range(0, 100, 5):
         assert progress.observe({P0: 12}, {P0: 12}, now=float(now))[1] is False
     assert progress.seconds_since(95.0) == 0.0

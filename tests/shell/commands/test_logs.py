@@ -3,6 +3,7 @@ error too), repeated warnings counted instead of printed, a start line, --log-le
 
 from __future__ import annotations
 
+import ast
 import importlib.metadata
 import json
 import logging
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+import stream_ctx
 from stream_ctx.shell.commands.logs import JsonFormatter, RateLimit
 
 STREAM_CTX = Path(sys.executable).parent / "stream-ctx"
@@ -68,7 +70,7 @@ def test_log_json_makes_every_line_json_including_aiokafka_and_the_error() -> No
     assert done.returncode == 2
     lines = [json.loads(line) for line in done.stderr.splitlines()]
     start, *_, last = lines
-    assert start["logger"] == "stream_ctx.cli"
+    assert start["logger"] == "stream_ctx.shell.commands.run"
     assert start["message"].startswith("starting stream-ctx ")
     assert " (compiled core): " in start["message"]
     assert (start["brokers"], start["group_id"]) == ([servers], "g-7")
@@ -140,3 +142,17 @@ def test_without_the_compiled_core_run_says_so_once_and_goes_on(tmp_path: Path) 
     assert "compiled core (stream_ctx.core.compiled) is not built" in missing[0]
     version = _stream_ctx("--version", PYTHONPATH=str(tmp_path))
     assert version.stdout.strip().endswith("(python core)")
+
+
+def test_every_module_logs_under_its_own_name() -> None:
+    """`logging.getLogger(__name__)`: a log line says which module wrote it. The one exception
+    configures the package's logger, the parent of them all."""
+    package = Path(stream_ctx.__file__).parent
+    named: list[str] = []
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and ast.unparse(node.func) == "logging.getLogger":
+                named += [f"{path.relative_to(package)}: {ast.unparse(a)}" for a in node.args]
+    others = [n for n in named if not n.endswith(": __name__")]
+    assert others == ["shell/commands/logs.py: 'stream_ctx'"]
+    assert len(named) > 10

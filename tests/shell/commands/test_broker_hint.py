@@ -10,7 +10,7 @@ import pytest
 from stream_ctx.shell.commands.broker import start_hint
 from stream_ctx.shell.commands.cli import main
 
-EVENTS = Path(__file__).resolve().parents[2] / "examples" / "readme.jsonl"
+EVENTS = Path(__file__).resolve().parents[3] / "examples" / "readme.jsonl"
 
 
 def _closed_port() -> int:

@@ -8,8 +8,8 @@ import msgspec
 
 from stream_ctx.core.config import BundleConfig
 from stream_ctx.core.events import Finalize
+from stream_ctx.corpora.workload import WorkloadShape, generate
 from stream_ctx.shell.commands.replay import replay
-from stream_ctx.workload import WorkloadShape, generate
 
 MAX_EVENT_BYTES = 65_536
 
