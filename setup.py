@@ -1,5 +1,6 @@
-"""Builds the compiled core (stream_ctx/core/compiled.pyx) when a C++ compiler is at hand; without
-one the install goes on and stream-ctx runs its Python core (docs/development/compiled-core.md)."""
+"""Builds the compiled core (stream_ctx/core/text/compiled.pyx) when a C++ compiler is at hand;
+without one the install goes on and stream-ctx runs its Python core
+(docs/development/compiled-core.md)."""
 
 import hashlib
 from pathlib import Path
@@ -7,12 +8,12 @@ from pathlib import Path
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 
-SOURCE = "stream_ctx/core/compiled.pyx"
+SOURCE = "stream_ctx/core/text/compiled.pyx"
 # The module carries its source's digest: a test fails when an edit was not built.
 digest = hashlib.blake2b(Path(SOURCE).read_bytes(), digest_size=16).hexdigest()
 
 compiled = Extension(
-    "stream_ctx.core.compiled",
+    "stream_ctx.core.text.compiled",
     [SOURCE],
     language="c++",
     extra_compile_args=["-O2"],

@@ -13,9 +13,9 @@ import hashlib
 import itertools
 
 from stream_ctx import BundleConfig, ContextProcessor
-from stream_ctx.core.codec import encode_bundle
-from stream_ctx.core.engine import load_core
-from stream_ctx.core.events import BundleMode, Event, RenderOrder
+from stream_ctx.core.text.engine import load_core
+from stream_ctx.core.wire.codec import encode_bundle
+from stream_ctx.core.wire.events import BundleMode, Event, RenderOrder
 from stream_ctx.corpora import codetext
 from stream_ctx.corpora.realtext import workload
 from stream_ctx.corpora.workload import WorkloadShape, generate

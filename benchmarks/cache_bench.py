@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from stream_ctx import READING_GUIDE, BundleConfig, ContextProcessor
-from stream_ctx.core.bundle import Bundle
-from stream_ctx.core.events import Event
-from stream_ctx.core.tokenizer import get_tokenizer
+from stream_ctx.core.counting.tokenizer import get_tokenizer
+from stream_ctx.core.wire.bundle import Bundle
+from stream_ctx.core.wire.events import Event
 from stream_ctx.corpora import codetext
 from stream_ctx.corpora.realtext import workload
 

@@ -14,9 +14,9 @@ import time
 import anyio
 from aiokafka import AIOKafkaProducer
 
-from stream_ctx.core.codec import encode_bundle
-from stream_ctx.core.config import BundleConfig
-from stream_ctx.core.processor import ContextProcessor
+from stream_ctx.core.conversation.processor import ContextProcessor
+from stream_ctx.core.window.config import BundleConfig
+from stream_ctx.core.wire.codec import encode_bundle
 from stream_ctx.corpora.workload import WorkloadShape, generate
 from stream_ctx.shell.kafka.admin import TopicSpec, ensure_topics
 from stream_ctx.shell.kafka.embedded import embedded_broker

@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from stream_ctx import BundleConfig, ContextProcessor, read_context
-from stream_ctx.core.bundle import Bundle
-from stream_ctx.core.events import Event, RenderOrder
-from stream_ctx.core.reader import read_references
-from stream_ctx.core.tokenizer import ENCODINGS, EncodingName, get_tokenizer
+from stream_ctx.core.counting.tokenizer import ENCODINGS, EncodingName, get_tokenizer
+from stream_ctx.core.entries.reader import read_references
+from stream_ctx.core.wire.bundle import Bundle
+from stream_ctx.core.wire.events import Event, RenderOrder
 from stream_ctx.corpora import codetext
 from stream_ctx.corpora.realtext import workload
 

@@ -27,12 +27,12 @@ import msgspec
 import suite_report
 
 from stream_ctx import BundleConfig, ContextProcessor, read_context, rebuild_full
-from stream_ctx.core.bundle import Bundle
-from stream_ctx.core.codec import encode_bundle
-from stream_ctx.core.delta import read_delta
-from stream_ctx.core.events import BundleMode, Event, Finalize, RenderOrder
-from stream_ctx.core.reader import ReadItem
-from stream_ctx.core.tokenizer import get_tokenizer
+from stream_ctx.core.assembly.delta import read_delta
+from stream_ctx.core.counting.tokenizer import get_tokenizer
+from stream_ctx.core.entries.reader import ReadItem
+from stream_ctx.core.wire.bundle import Bundle
+from stream_ctx.core.wire.codec import encode_bundle
+from stream_ctx.core.wire.events import BundleMode, Event, Finalize, RenderOrder
 from stream_ctx.corpora.realtext import workload
 
 TARGET = 0.35

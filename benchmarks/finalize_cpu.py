@@ -20,9 +20,9 @@ import time
 import suite_load as load
 
 from stream_ctx import BundleConfig, ContextProcessor
-from stream_ctx.core.config import CoreChoice
-from stream_ctx.core.engine import load_core
-from stream_ctx.core.events import Event, Finalize
+from stream_ctx.core.text.engine import load_core
+from stream_ctx.core.window.config import CoreChoice
+from stream_ctx.core.wire.events import Event, Finalize
 
 SEED = 2026
 MAX_ITEMS = (20, 50, 200)

@@ -29,8 +29,8 @@ import anyio.to_thread
 import msgspec
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from stream_ctx.core.config import BundleConfig
-from stream_ctx.core.events import Event
+from stream_ctx.core.window.config import BundleConfig
+from stream_ctx.core.wire.events import Event
 from stream_ctx.corpora.workload import WorkloadShape, generate
 from stream_ctx.shell.commands.replay import replay
 from stream_ctx.shell.kafka.admin import TopicSpec, ensure_topics

@@ -28,7 +28,7 @@ import anyio.abc
 import httpx
 import msgspec
 
-from stream_ctx.core.events import Retrieval
+from stream_ctx.core.wire.events import Retrieval
 from stream_ctx.corpora.workload import WorkloadShape, generate
 from stream_ctx.shell.kafka.admin import TopicSpec, ensure_topics
 from stream_ctx.shell.kafka.embedded import embedded_broker

@@ -32,7 +32,7 @@ import msgspec
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.structs import TopicPartition
 
-from stream_ctx.core.events import Event, Finalize
+from stream_ctx.core.wire.events import Event, Finalize
 from stream_ctx.corpora.workload import WorkloadShape, generate
 from stream_ctx.shell.kafka.admin import TopicSpec, ensure_topics
 from stream_ctx.shell.kafka.embedded import embedded_broker

@@ -34,7 +34,7 @@ import suite_quix
 import suite_report as report
 from suite_child import RESULT_PREFIX, median_run, rates
 
-from stream_ctx.core.events import Event, Finalize
+from stream_ctx.core.wire.events import Event, Finalize
 from stream_ctx.shell.kafka.admin import ClientKwargs, TopicSpec, ensure_topics
 from stream_ctx.shell.kafka.embedded import embedded_broker
 

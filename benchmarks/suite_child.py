@@ -27,7 +27,7 @@ import msgspec
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener
 from aiokafka.structs import OffsetAndMetadata, TopicPartition
 
-from stream_ctx.core.tokenizer import get_tokenizer
+from stream_ctx.core.counting.tokenizer import get_tokenizer
 from stream_ctx.settings import KafkaSettings, Settings
 from stream_ctx.shell.http.metrics import Health, Metrics
 from stream_ctx.shell.processing.runner import Runner
@@ -168,20 +168,32 @@ async def run_runner(spec: dict[str, Any]) -> dict[str, Any]:
             "cumulative_s": suite_profile.cumulative(
                 profile,
                 {
-                    "ContextProcessor.apply": ("stream_ctx/core/processor.py", "apply"),
-                    "ContextProcessor._finalize": ("stream_ctx/core/processor.py", "_finalize"),
-                    "DagContextAssembler.assemble": ("stream_ctx/core/assembler.py", "assemble"),
-                    "StateDag.build": ("stream_ctx/core/dag.py", "build"),
-                    "Planner.plan": ("stream_ctx/core/repeats.py", "plan"),
-                    "TextIndex.add": ("stream_ctx/core/textindex.py", "add"),
-                    "lean_template": ("stream_ctx/core/entry.py", "lean_template"),
-                    "Template.counted": ("stream_ctx/core/entry.py", "counted"),
-                    "tokenizer encode": ("stream_ctx/core/tokenizer.py", "encode"),
-                    "decode_event": ("stream_ctx/core/codec.py", "decode_event"),
-                    "encode_bundle": ("stream_ctx/core/codec.py", "encode_bundle"),
-                    "BundleAccumulator.add": ("stream_ctx/core/accumulator.py", "add"),
+                    "ContextProcessor.apply": (
+                        "stream_ctx/core/conversation/processor.py",
+                        "apply",
+                    ),
+                    "ContextProcessor._finalize": (
+                        "stream_ctx/core/conversation/processor.py",
+                        "_finalize",
+                    ),
+                    "DagContextAssembler.assemble": (
+                        "stream_ctx/core/assembly/assembler.py",
+                        "assemble",
+                    ),
+                    "StateDag.build": ("stream_ctx/core/assembly/dag.py", "build"),
+                    "Planner.plan": ("stream_ctx/core/text/repeats.py", "plan"),
+                    "TextIndex.add": ("stream_ctx/core/text/textindex.py", "add"),
+                    "lean_template": ("stream_ctx/core/entries/entry.py", "lean_template"),
+                    "Template.counted": ("stream_ctx/core/entries/entry.py", "counted"),
+                    "tokenizer encode": ("stream_ctx/core/counting/tokenizer.py", "encode"),
+                    "decode_event": ("stream_ctx/core/wire/codec.py", "decode_event"),
+                    "encode_bundle": ("stream_ctx/core/wire/codec.py", "encode_bundle"),
+                    "BundleAccumulator.add": ("stream_ctx/core/window/accumulator.py", "add"),
                     "ChangelogWrites.of": ("stream_ctx/shell/state/changelog.py", "of"),
-                    "tokens_prefix_reused": ("stream_ctx/core/prefix.py", "tokens_prefix_reused"),
+                    "tokens_prefix_reused": (
+                        "stream_ctx/core/assembly/prefix.py",
+                        "tokens_prefix_reused",
+                    ),
                 },
             ),
         }

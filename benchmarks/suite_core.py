@@ -18,13 +18,13 @@ import msgspec
 import suite_load as load
 
 from stream_ctx import BundleConfig, ContextProcessor, RetrievedItem, decode_event
-from stream_ctx.core.accumulator import BundleAccumulator
-from stream_ctx.core.config import CoreChoice
-from stream_ctx.core.engine import PYTHON_CORE, Core, load_core
-from stream_ctx.core.events import Event, Finalize, Retrieval
-from stream_ctx.core.learning import LEARNED_ITEMS, Learning
+from stream_ctx.core.assembly.learning import LEARNED_ITEMS, Learning
+from stream_ctx.core.counting.tokenizer import TiktokenTokenizer, get_tokenizer
 from stream_ctx.core.memo import Memos
-from stream_ctx.core.tokenizer import TiktokenTokenizer, get_tokenizer
+from stream_ctx.core.text.engine import PYTHON_CORE, Core, load_core
+from stream_ctx.core.window.accumulator import BundleAccumulator
+from stream_ctx.core.window.config import CoreChoice
+from stream_ctx.core.wire.events import Event, Finalize, Retrieval
 
 # Changes are taken (and dropped) this often, as the runner takes them once per batch.
 _TAKE_EVERY = 500

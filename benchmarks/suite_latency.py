@@ -22,7 +22,7 @@ import anyio
 import suite_load as load
 from anyio.abc import Process
 
-from stream_ctx.core.events import Event
+from stream_ctx.core.wire.events import Event
 from stream_ctx.shell.kafka.admin import ClientKwargs
 
 # SIGTERM gives `stream-ctx run` 30 s to drain; past 40 s it is hung.

@@ -19,7 +19,7 @@ import msgspec
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.structs import TopicPartition
 
-from stream_ctx.core.events import Event, Finalize, Retrieval, RetrievedItem
+from stream_ctx.core.wire.events import Event, Finalize, Retrieval, RetrievedItem
 from stream_ctx.corpora.realtext import documents
 from stream_ctx.corpora.workload import WorkloadShape, generate, passage
 from stream_ctx.settings import KafkaSettings

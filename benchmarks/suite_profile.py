@@ -20,20 +20,20 @@ Func = tuple[str, int, str]
 # Stage of a function, by (path fragment, function name or "*" for the whole module); first match.
 _RULES: tuple[tuple[str, str, str], ...] = (
     ("stream_ctx/shell/processing/intake.py", "*", "decode"),
-    ("stream_ctx/core/codec.py", "decode_event", "decode"),
-    ("stream_ctx/core/codec.py", "encode_bundle", "encode"),
-    ("stream_ctx/core/accumulator.py", "add", "accumulate"),
-    ("stream_ctx/core/dag.py", "*", "dedup"),
-    ("stream_ctx/core/repeats.py", "*", "dedup"),
-    ("stream_ctx/core/textindex.py", "*", "dedup"),
-    ("stream_ctx/core/tokenizer.py", "*", "tokenize"),
+    ("stream_ctx/core/wire/codec.py", "decode_event", "decode"),
+    ("stream_ctx/core/wire/codec.py", "encode_bundle", "encode"),
+    ("stream_ctx/core/window/accumulator.py", "add", "accumulate"),
+    ("stream_ctx/core/assembly/dag.py", "*", "dedup"),
+    ("stream_ctx/core/text/repeats.py", "*", "dedup"),
+    ("stream_ctx/core/text/textindex.py", "*", "dedup"),
+    ("stream_ctx/core/counting/tokenizer.py", "*", "tokenize"),
     ("/tiktoken/", "*", "tokenize"),
-    ("stream_ctx/core/render.py", "*", "render"),
-    ("stream_ctx/core/entry.py", "*", "render"),
-    ("stream_ctx/core/segment.py", "*", "render"),
-    ("stream_ctx/core/prefix.py", "*", "prefix reuse"),
+    ("stream_ctx/core/entries/render.py", "*", "render"),
+    ("stream_ctx/core/entries/entry.py", "*", "render"),
+    ("stream_ctx/core/counting/segment.py", "*", "render"),
+    ("stream_ctx/core/assembly/prefix.py", "*", "prefix reuse"),
     ("stream_ctx/shell/state/changelog.py", "*", "changelog records"),
-    ("stream_ctx/core/processor.py", "take_changes", "changelog records"),
+    ("stream_ctx/core/conversation/processor.py", "take_changes", "changelog records"),
     ("stream_ctx/shell/http/metrics.py", "*", "metrics"),
     ("/prometheus_client/", "*", "metrics"),
     ("/aiokafka/", "*", "Kafka I/O (aiokafka)"),
@@ -41,7 +41,7 @@ _RULES: tuple[tuple[str, str, str], ...] = (
     ("stream_ctx/shell/", "*", "runner, other"),
 )
 # Shared helpers take the stage of their caller.
-_INHERITING = ("stream_ctx/core/textmatch.py",)
+_INHERITING = ("stream_ctx/core/text/textmatch.py",)
 ROOT = "event loop and sockets"
 # The stages the targets name, in their order; the others follow.
 STAGES = (

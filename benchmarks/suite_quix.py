@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from stream_ctx.core.config import BundleConfig
-from stream_ctx.core.scoring import lowest_ranked, priority, rank_key
+from stream_ctx.core.window.config import BundleConfig
+from stream_ctx.core.window.scoring import lowest_ranked, priority, rank_key
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from suite_child import RESULT_PREFIX, rss_kib

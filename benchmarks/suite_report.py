@@ -52,7 +52,7 @@ FIGURE_SETTINGS = (
     "bundle.tokenizer",
 )
 # Code limits named by module attribute, so the page can quote and the test can resolve them.
-FIGURE_LIMITS = ("stream_ctx.core.tokenizer._CACHE_LIMIT",)
+FIGURE_LIMITS = ("stream_ctx.core.counting.tokenizer._CACHE_LIMIT",)
 
 
 def machine() -> dict[str, Any]:

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import suite_load as load
 from suite_latency import CLI_STOP_TIMEOUT_S, write_config
 
-from stream_ctx.core.events import Finalize
+from stream_ctx.core.wire.events import Finalize
 from stream_ctx.corpora.workload import TEXTS
 from stream_ctx.shell.kafka.admin import ClientKwargs, TopicSpec, ensure_topics
 from stream_ctx.shell.kafka.embedded import embedded_broker

@@ -25,9 +25,9 @@ from msgspec import inspect
 
 import stream_ctx
 from stream_ctx import READING_GUIDE
-from stream_ctx.core.bundle import Bundle
-from stream_ctx.core.config import PRESETS, bundle_config_from_table
-from stream_ctx.core.events import Event
+from stream_ctx.core.window.config import PRESETS, bundle_config_from_table
+from stream_ctx.core.wire.bundle import Bundle
+from stream_ctx.core.wire.events import Event
 from stream_ctx.errors import ConfigError
 from stream_ctx.settings import CLIENT_KEYS, ENV_PREFIX, config_keys, load_settings
 from stream_ctx.settings.keys import Key, expected

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from stream_ctx.core.bundle import Bundle
-from stream_ctx.core.codec import decode_event
-from stream_ctx.core.config import PRESETS, BundleConfig
-from stream_ctx.core.events import End, Event, Finalize, Retrieval, RetrievedItem
-from stream_ctx.core.processor import ContextProcessor
-from stream_ctx.core.reader import read_context
-from stream_ctx.core.rebuild import rebuild_full
-from stream_ctx.core.render import READING_GUIDE
+from stream_ctx.core.assembly.rebuild import rebuild_full
+from stream_ctx.core.conversation.processor import ContextProcessor
+from stream_ctx.core.entries.reader import read_context
+from stream_ctx.core.entries.render import READING_GUIDE
+from stream_ctx.core.window.config import PRESETS, BundleConfig
+from stream_ctx.core.wire.bundle import Bundle
+from stream_ctx.core.wire.codec import decode_event
+from stream_ctx.core.wire.events import End, Event, Finalize, Retrieval, RetrievedItem
 from stream_ctx.errors import ConfigError, InvalidEventError, StreamCtxError
 
 __all__ = (

@@ -28,9 +28,10 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.errors import KafkaError
 from aiokafka.structs import ConsumerRecord, TopicPartition
 
-from stream_ctx.core.bundle import Bundle
-from stream_ctx.core.codec import decode_event
-from stream_ctx.core.events import (
+from stream_ctx.core.assembly.rebuild import rebuild_full
+from stream_ctx.core.wire.bundle import Bundle
+from stream_ctx.core.wire.codec import decode_event
+from stream_ctx.core.wire.events import (
     BundleMode,
     End,
     Event,
@@ -40,7 +41,6 @@ from stream_ctx.core.events import (
     Retrieval,
     RetrievedItem,
 )
-from stream_ctx.core.rebuild import rebuild_full
 from stream_ctx.errors import BrokerError, MissingTopicError, StreamCtxError
 from stream_ctx.settings import KafkaSettings, client_kwargs
 

@@ -6,8 +6,8 @@ from typing import Any, NamedTuple
 
 from hypothesis import strategies as st
 
-from stream_ctx.core.accumulator import ContextItem
-from stream_ctx.core.events import End, Finalize, Retrieval, RetrievedItem
+from stream_ctx.core.window.accumulator import ContextItem
+from stream_ctx.core.wire.events import End, Finalize, Retrieval, RetrievedItem
 from stream_ctx.shell.state.changelog import ChangelogWrites
 
 T0 = 1_764_480_000_000

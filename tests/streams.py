@@ -7,10 +7,10 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from stream_ctx.core.bundle import Bundle
-from stream_ctx.core.engine import PYTHON_CORE, load_core
-from stream_ctx.core.events import End, Event, Finalize, RetrievedItem
-from stream_ctx.core.processor import ContextProcessor
+from stream_ctx.core.conversation.processor import ContextProcessor
+from stream_ctx.core.text.engine import PYTHON_CORE, load_core
+from stream_ctx.core.wire.bundle import Bundle
+from stream_ctx.core.wire.events import End, Event, Finalize, RetrievedItem
 from stream_ctx.errors import FinalizeRefusedError
 from tests.factories import HOUR_MS, T0, make_finalize, make_item, make_retrieval
 

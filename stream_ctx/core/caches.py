@@ -10,18 +10,18 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from stream_ctx.core.dag import BLOCK_IDS
-from stream_ctx.core.memo import Memo, Memos
-from stream_ctx.core.quotes import QUOTES
-from stream_ctx.core.render import (
+from stream_ctx.core.assembly.dag import BLOCK_IDS
+from stream_ctx.core.counting.tokenizer import shared_tokenizers
+from stream_ctx.core.entries.render import (
     ATTRIBUTE_DIFFERENCES,
     BASELINE_ENTRIES,
     HEADER_PARTS,
     TAG_DIFFERENCES,
 )
-from stream_ctx.core.rerun import RERUNS
-from stream_ctx.core.textindex import UNITS
-from stream_ctx.core.tokenizer import shared_tokenizers
+from stream_ctx.core.memo import Memo, Memos
+from stream_ctx.core.text.quotes import QUOTES
+from stream_ctx.core.text.rerun import RERUNS
+from stream_ctx.core.text.textindex import UNITS
 
 __all__ = ("MEMOS", "CacheFigures", "cache_figures")
 

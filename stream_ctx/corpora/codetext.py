@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
 
-from stream_ctx.core.events import End, Event, Finalize, Retrieval, RetrievedItem
+from stream_ctx.core.wire.events import End, Event, Finalize, Retrieval, RetrievedItem
 from stream_ctx.corpora.testlog import TestSuite
 
 __all__ = (

@@ -15,7 +15,7 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from stream_ctx.core.events import End, Event, Finalize, Retrieval, RetrievedItem
+from stream_ctx.core.wire.events import End, Event, Finalize, Retrieval, RetrievedItem
 
 __all__ = (
     "CHUNK_CHARS",

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import msgspec
 
-from stream_ctx.core.events import End, Event, Finalize, Retrieval, RetrievedItem
+from stream_ctx.core.wire.events import End, Event, Finalize, Retrieval, RetrievedItem
 
 __all__ = ("TEXTS", "WorkloadShape", "conversation_events", "generate", "passage")
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 
-from stream_ctx.core.config import BundleConfig, bundle_config_from_table
+from stream_ctx.core.window.config import BundleConfig, bundle_config_from_table
 from stream_ctx.errors import ConfigError
 from stream_ctx.settings.keys import Key, check_value, keys_of, nearest, parse_env
 from stream_ctx.settings.tables import (

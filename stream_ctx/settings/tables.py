@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
-from stream_ctx.core.config import BundleConfig
+from stream_ctx.core.window.config import BundleConfig
 
 __all__ = (
     "CLIENT_KEYS",

@@ -23,10 +23,10 @@ import anyio
 import pytest
 from playwright.async_api import BrowserContext, ConsoleMessage, Page, async_playwright
 
-from stream_ctx.core.config import BundleConfig
-from stream_ctx.core.events import Event, Finalize
-from stream_ctx.core.processor import ContextProcessor
-from stream_ctx.core.reader import read_references
+from stream_ctx.core.conversation.processor import ContextProcessor
+from stream_ctx.core.entries.reader import read_references
+from stream_ctx.core.window.config import BundleConfig
+from stream_ctx.core.wire.events import Event, Finalize
 from stream_ctx.corpora.workload import WorkloadShape, generate
 from stream_ctx.shell.http.inspector.views import split_entries
 from stream_ctx.shell.kafka.embedded import EmbeddedBroker

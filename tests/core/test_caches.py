@@ -5,9 +5,9 @@ from __future__ import annotations
 import uuid
 
 from stream_ctx.core.caches import MEMOS, CacheFigures, cache_figures
-from stream_ctx.core.config import BundleConfig
-from stream_ctx.core.processor import ContextProcessor
-from stream_ctx.core.tokenizer import BpeTokenizer, get_tokenizer
+from stream_ctx.core.conversation.processor import ContextProcessor
+from stream_ctx.core.counting.tokenizer import BpeTokenizer, get_tokenizer
+from stream_ctx.core.window.config import BundleConfig
 from tests.factories import make_finalize, make_item, make_retrieval
 
 

@@ -58,10 +58,27 @@ def import_graph(package: Path) -> dict[str, set[str]]:
     return {name: imports_of(name, path, modules) for name, path in modules.items()}
 
 
+# The core's rooms, in the order they may import: each only from those before it.
+CORE_ROOMS = (
+    "wire",
+    "counting",
+    "memo",
+    "window",
+    "text",
+    "entries",
+    "assembly",
+    "conversation",
+    "caches",
+)
+
+
 def room_of(module: str) -> str:
-    """A module's room: a folder of the shell, else a top-level module or package."""
+    """A module's room: a folder or top-level module of the shell or the core, else a top-level
+    module or package."""
     parts = module.split(".")
-    return ".".join(parts[:3] if parts[1:2] == ["shell"] and len(parts) > 2 else parts[:2])
+    return ".".join(
+        parts[:3] if parts[1:2] in (["shell"], ["core"]) and len(parts) > 2 else parts[:2]
+    )
 
 
 def circle_in(graph: Mapping[str, set[str]]) -> list[str]:
@@ -78,7 +95,7 @@ def test_the_graph_holds_every_module_and_known_edges() -> None:
     graph = import_graph(PACKAGE)
     assert "stream_ctx.shell.processing.runner" in graph
     assert "stream_ctx.shell.state.checkpoint" in graph["stream_ctx.shell.processing.runner"]
-    assert "stream_ctx.errors" in graph["stream_ctx.core.codec"]
+    assert "stream_ctx.errors" in graph["stream_ctx.core.wire.codec"]
 
 
 def test_stream_ctx_has_no_import_circle() -> None:
@@ -94,6 +111,31 @@ def test_the_rooms_import_one_way() -> None:
         rooms.setdefault(room, set()).update(room_of(m) for m in imported if room_of(m) != room)
     circle = circle_in(rooms)
     assert circle == [], " -> ".join(circle)
+
+
+def test_the_core_rooms_import_only_from_the_rooms_before_them() -> None:
+    rank = {f"stream_ctx.core.{room}": place for place, room in enumerate(CORE_ROOMS)}
+    upward = sorted(
+        f"{module} -> {target}"
+        for module, imported in import_graph(PACKAGE).items()
+        if room_of(module) in rank
+        for target in imported
+        if rank.get(room_of(target), -1) > rank[room_of(module)]
+    )
+    assert upward == []
+
+
+def test_the_core_rooms_are_every_room_of_the_core_and_its_map_lists_them_in_order() -> None:
+    core = PACKAGE / "core"
+    found = {p.stem for p in core.glob("*.py") if p.stem != "__init__"}
+    found |= {p.name for p in core.iterdir() if (p / "__init__.py").is_file()}
+    assert found == set(CORE_ROOMS)
+    text = (core / "__init__.py").read_text(encoding="utf-8")
+    places = [
+        text.index(f"`{room}/`" if (core / room).is_dir() else f"`{room}.py`")
+        for room in CORE_ROOMS
+    ]
+    assert places == sorted(places)
 
 
 def test_the_public_client_imports_no_shell_module() -> None:

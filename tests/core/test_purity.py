@@ -10,7 +10,7 @@ import pytest
 import stream_ctx.core
 
 CORE = Path(stream_ctx.core.__file__).resolve().parent
-MODULES = sorted(CORE.glob("*.py"))
+MODULES = sorted(CORE.rglob("*.py"))
 BANNED_MODULES = frozenset(
     {
         "anyio",
@@ -82,7 +82,7 @@ def test_core_modules_are_found() -> None:
     assert core | {"reader"} <= names
 
 
-@pytest.mark.parametrize("path", MODULES, ids=lambda path: path.name)
+@pytest.mark.parametrize("path", MODULES, ids=lambda path: str(path.relative_to(CORE)))
 def test_core_module_is_pure(path: Path) -> None:
     assert _violations(path) == []
 

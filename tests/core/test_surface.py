@@ -66,7 +66,7 @@ def test_a_name_outside_the_api_is_an_attribute_error() -> None:
 
 
 def test_every_core_and_shell_module_is_checked() -> None:
-    assert {"stream_ctx.core.codec", "stream_ctx.shell.processing.runner"} <= set(MODULES)
+    assert {"stream_ctx.core.wire.codec", "stream_ctx.shell.processing.runner"} <= set(MODULES)
     assert "stream_ctx.settings.loading" in MODULES
 
 

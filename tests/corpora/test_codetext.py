@@ -14,8 +14,8 @@ from collections import defaultdict
 import msgspec
 import pytest
 
-from stream_ctx.core.codec import decode_event
-from stream_ctx.core.events import End, Event, Finalize, Retrieval, RetrievedItem
+from stream_ctx.core.wire.codec import decode_event
+from stream_ctx.core.wire.events import End, Event, Finalize, Retrieval, RetrievedItem
 from stream_ctx.corpora.codetext import CORPORA, sources, workload
 
 _READ_ID = re.compile(r"read:(?P<path>[^:]+):(?P<first>\d+)-(?P<last>\d+)(?P<edit>@edit\d+)?$")

@@ -10,7 +10,7 @@ from collections import Counter
 import msgspec
 import pytest
 
-from stream_ctx.core.events import End, Event, Finalize, Retrieval
+from stream_ctx.core.wire.events import End, Event, Finalize, Retrieval
 from stream_ctx.corpora.realtext import documents
 from stream_ctx.corpora.workload import WorkloadShape, generate, passage
 

@@ -13,7 +13,7 @@ import msgspec
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.structs import ConsumerRecord, TopicPartition
 
-from stream_ctx.core.events import Event
+from stream_ctx.core.wire.events import Event
 from stream_ctx.settings import ENV_PREFIX, KafkaSettings, Settings
 from stream_ctx.shell.kafka.admin import ClientKwargs, TopicSpec, ensure_topics
 

@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 import msgspec
 
-from stream_ctx.core.events import End, Event, Retrieval
+from stream_ctx.core.wire.events import End, Event, Retrieval
 from stream_ctx.settings import ServeSettings, Settings
 from stream_ctx.shell.kafka.admin import TopicSpec, ensure_topics
 from stream_ctx.shell.kafka.embedded import EmbeddedBroker

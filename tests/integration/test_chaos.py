@@ -29,11 +29,11 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.structs import ConsumerRecord, TopicPartition
 
-from stream_ctx.core.accumulator import ContextItem, WindowCounters
-from stream_ctx.core.changes import ConversationState
-from stream_ctx.core.config import BundleConfig
-from stream_ctx.core.events import Event
-from stream_ctx.core.processor import ContextProcessor
+from stream_ctx.core.conversation.changes import ConversationState
+from stream_ctx.core.conversation.processor import ContextProcessor
+from stream_ctx.core.window.accumulator import ContextItem, WindowCounters
+from stream_ctx.core.window.config import BundleConfig
+from stream_ctx.core.wire.events import Event
 from stream_ctx.corpora.workload import WorkloadShape, generate
 from stream_ctx.settings import ENV_PREFIX, load_settings
 from stream_ctx.shell.kafka.admin import ClientKwargs, TopicSpec, ensure_topics

@@ -11,10 +11,10 @@ import pytest
 from aiokafka.errors import KafkaConnectionError
 
 from stream_ctx.client import BundleTimeoutError, ClientError, ContextClient
-from stream_ctx.core.bundle import Bundle
-from stream_ctx.core.codec import encode_bundle
-from stream_ctx.core.config import BundleConfig
-from stream_ctx.core.processor import ContextProcessor
+from stream_ctx.core.conversation.processor import ContextProcessor
+from stream_ctx.core.window.config import BundleConfig
+from stream_ctx.core.wire.bundle import Bundle
+from stream_ctx.core.wire.codec import encode_bundle
 from stream_ctx.errors import BrokerError, InvalidEventError, MissingTopicError
 from stream_ctx.settings import KafkaSettings
 from stream_ctx.shell.kafka.admin import ClientKwargs, TopicSpec, ensure_topics

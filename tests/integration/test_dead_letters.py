@@ -13,7 +13,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from aiokafka.structs import ConsumerRecord, RecordMetadata, TopicPartition
 
-from stream_ctx.core.events import Event, Finalize, Retrieval, RetrievedItem
+from stream_ctx.core.wire.events import Event, Finalize, Retrieval, RetrievedItem
 from stream_ctx.corpora.workload import WorkloadShape, generate
 from stream_ctx.errors import MissingTopicError
 from stream_ctx.shell.kafka.admin import ClientKwargs, partition_counts

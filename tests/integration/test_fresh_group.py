@@ -9,8 +9,8 @@ import anyio
 import msgspec
 from aiokafka.structs import ConsumerRecord
 
-from stream_ctx.core.config import BundleConfig
-from stream_ctx.core.events import Event, Finalize
+from stream_ctx.core.window.config import BundleConfig
+from stream_ctx.core.wire.events import Event, Finalize
 from stream_ctx.corpora.workload import WorkloadShape, generate
 from stream_ctx.settings import Settings
 from stream_ctx.shell.kafka.admin import ClientKwargs

@@ -16,8 +16,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from stream_ctx.core.codec import decode_event
-from stream_ctx.core.events import Finalize
+from stream_ctx.core.wire.codec import decode_event
+from stream_ctx.core.wire.events import Finalize
 from stream_ctx.settings import load_settings
 from stream_ctx.shell.kafka.embedded import EmbeddedBroker
 from tests.integration.kafka_io import create_input

@@ -10,7 +10,7 @@ from functools import partial
 import anyio
 from prometheus_client.parser import text_string_to_metric_families
 
-from stream_ctx.core.events import Finalize
+from stream_ctx.core.wire.events import Finalize
 from stream_ctx.corpora.workload import WorkloadShape, generate
 from stream_ctx.shell.http.server import http_app, run_http_server
 from stream_ctx.shell.kafka.admin import ClientKwargs

@@ -8,8 +8,8 @@ from collections.abc import Callable, Sequence
 import anyio
 import msgspec
 
-from stream_ctx.core.config import BundleConfig
-from stream_ctx.core.events import Event, Finalize
+from stream_ctx.core.window.config import BundleConfig
+from stream_ctx.core.wire.events import Event, Finalize
 from stream_ctx.corpora.workload import WorkloadShape, generate
 from stream_ctx.shell.commands.replay import replay
 from stream_ctx.shell.kafka.admin import ClientKwargs

@@ -16,7 +16,7 @@ from pathlib import Path
 import anyio
 import httpx
 
-from stream_ctx.core.codec import encode_bundle
+from stream_ctx.core.wire.codec import encode_bundle
 from stream_ctx.shell.kafka.admin import ClientKwargs, TopicSpec, ensure_topics
 from stream_ctx.shell.kafka.embedded import EmbeddedBroker
 from tests.integration.kafka_io import produce

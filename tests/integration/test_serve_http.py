@@ -13,7 +13,7 @@ import httpx
 import msgspec
 import pytest
 
-from stream_ctx.core.bundle import Bundle
+from stream_ctx.core.wire.bundle import Bundle
 from stream_ctx.errors import ConfigError
 from stream_ctx.shell.commands.cli import main
 from stream_ctx.shell.commands.tail import tail_bundles

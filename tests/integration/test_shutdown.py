@@ -12,7 +12,7 @@ import anyio
 import pytest
 from anyio.abc import Process
 
-from stream_ctx.core.events import Finalize
+from stream_ctx.core.wire.events import Finalize
 from stream_ctx.corpora.workload import WorkloadShape, generate
 from stream_ctx.errors import MissingTopicError
 from stream_ctx.shell.commands.run import SHUTDOWN_BOUND_S

@@ -23,7 +23,7 @@ from aiokafka import AIOKafkaClient, AIOKafkaProducer
 from aiokafka.errors import KafkaConnectionError
 from anyio.abc import Process
 
-from stream_ctx.core.events import Finalize
+from stream_ctx.core.wire.events import Finalize
 from stream_ctx.corpora.workload import WorkloadShape, generate
 from stream_ctx.settings import Settings, client_kwargs, load_settings
 from stream_ctx.shell.kafka.embedded import embedded_broker

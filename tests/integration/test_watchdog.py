@@ -13,7 +13,7 @@ import msgspec
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from stream_ctx.core.events import Finalize
+from stream_ctx.core.wire.events import Finalize
 from stream_ctx.corpora.workload import WorkloadShape, generate
 from stream_ctx.settings import Settings
 from stream_ctx.shell.kafka.admin import ClientKwargs

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import anyio
 
-from stream_ctx.core.events import Finalize
+from stream_ctx.core.wire.events import Finalize
 from stream_ctx.corpora.workload import generate
 from stream_ctx.shell.kafka.admin import ClientKwargs
 from stream_ctx.shell.kafka.embedded import EmbeddedBroker

@@ -14,8 +14,8 @@ from msgspec import inspect
 
 import stream_ctx
 from stream_ctx import READING_GUIDE
-from stream_ctx.core.bundle import Bundle
-from stream_ctx.core.events import Event
+from stream_ctx.core.wire.bundle import Bundle
+from stream_ctx.core.wire.events import Event
 from stream_ctx.settings import CLIENT_KEYS, config_keys
 from stream_ctx.shell.commands.cli import build_parser
 from stream_ctx.shell.http.metrics import Metrics

@@ -58,6 +58,6 @@ def test_benchmarks_page_prose_quotes_the_codes_linger_and_cache_bound() -> None
     # The report once typed a 1,048,576-entry token cache and a 2 ms linger by hand.
     page = BENCHMARKS.read_text(encoding="utf-8")
     linger = config_keys()["kafka.linger_ms"].default
-    bound = _code_default("stream_ctx.core.tokenizer._CACHE_LIMIT")
+    bound = _code_default("stream_ctx.core.counting.tokenizer._CACHE_LIMIT")
     assert f"linger {linger} ms" in page, "the method section's linger is not the code's"
     assert f"bounded at {bound:,} entries" in page, "the memory section's cache bound is stale"

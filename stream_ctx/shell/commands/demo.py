@@ -15,8 +15,8 @@ import anyio
 import msgspec
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from stream_ctx.core.bundle import Bundle
-from stream_ctx.core.events import Event, Finalize
+from stream_ctx.core.wire.bundle import Bundle
+from stream_ctx.core.wire.events import Event, Finalize
 from stream_ctx.corpora.workload import WorkloadShape, generate
 from stream_ctx.settings import KafkaSettings, MetricsSettings, ServeSettings, Settings
 from stream_ctx.shell.commands.logs import configure_logging

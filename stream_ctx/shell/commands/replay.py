@@ -9,9 +9,9 @@ from functools import partial
 from pathlib import Path
 from typing import BinaryIO, TextIO
 
-from stream_ctx.core.codec import encode_bundle
-from stream_ctx.core.config import BundleConfig
-from stream_ctx.core.processor import ContextProcessor
+from stream_ctx.core.conversation.processor import ContextProcessor
+from stream_ctx.core.window.config import BundleConfig
+from stream_ctx.core.wire.codec import encode_bundle
 from stream_ctx.errors import InvalidEventError
 from stream_ctx.settings import KafkaSettings, load_settings
 from stream_ctx.shell.commands.subcommand import Commands, add_command

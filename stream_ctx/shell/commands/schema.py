@@ -9,8 +9,8 @@ from typing import Any, Literal
 
 import msgspec
 
-from stream_ctx.core.bundle import Bundle
-from stream_ctx.core.events import Event
+from stream_ctx.core.wire.bundle import Bundle
+from stream_ctx.core.wire.events import Event
 from stream_ctx.shell.commands.subcommand import Commands, add_command
 
 __all__ = ("DIALECT", "SCHEMA_NAMES", "SchemaName", "add_to", "json_schema", "render_schema")

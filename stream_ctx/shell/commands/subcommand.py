@@ -12,8 +12,8 @@ from typing import TypeAlias, TypeVar
 import anyio
 import anyio.abc
 
-from stream_ctx.core.config import CoreChoice
-from stream_ctx.core.engine import CoreUnavailableError, load_core
+from stream_ctx.core.text.engine import CoreUnavailableError, load_core
+from stream_ctx.core.window.config import CoreChoice
 from stream_ctx.errors import StreamCtxError
 
 __all__ = (

@@ -15,7 +15,7 @@ import msgspec
 from aiokafka import ConsumerRecord, TopicPartition
 from aiokafka.errors import KafkaError
 
-from stream_ctx.core.bundle import Bundle
+from stream_ctx.core.wire.bundle import Bundle
 from stream_ctx.errors import BrokerError, MissingTopicError
 from stream_ctx.settings import Settings, client_kwargs, load_settings
 from stream_ctx.shell.commands.subcommand import (

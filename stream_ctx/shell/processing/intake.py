@@ -9,8 +9,8 @@ import msgspec
 from aiokafka.structs import ConsumerRecord
 from msgspec import inspect
 
-from stream_ctx.core.codec import decode_event
-from stream_ctx.core.events import End, Event, Finalize, Retrieval
+from stream_ctx.core.wire.codec import decode_event
+from stream_ctx.core.wire.events import End, Event, Finalize, Retrieval
 from stream_ctx.errors import InvalidEventError
 from stream_ctx.validation import byte_offset, is_truncated, path_steps
 

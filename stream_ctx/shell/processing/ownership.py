@@ -13,11 +13,11 @@ import anyio
 from aiokafka import ConsumerRebalanceListener
 from aiokafka.structs import TopicPartition
 
-from stream_ctx.core.accumulator import RankedItem
-from stream_ctx.core.changes import Restored
-from stream_ctx.core.learning import Learning
+from stream_ctx.core.assembly.learning import Learning
+from stream_ctx.core.conversation.changes import Restored
+from stream_ctx.core.conversation.processor import ContextProcessor
 from stream_ctx.core.memo import Memos
-from stream_ctx.core.processor import ContextProcessor
+from stream_ctx.core.window.accumulator import RankedItem
 from stream_ctx.settings import Settings
 from stream_ctx.shell.http.metrics import Health, Metrics
 from stream_ctx.shell.kafka.clients import SessionClients

@@ -10,8 +10,8 @@ from functools import partial
 
 from aiokafka.structs import ConsumerRecord, TopicPartition
 
-from stream_ctx.core.bundle import Bundle, BundleStats
-from stream_ctx.core.codec import encode_bundle
+from stream_ctx.core.wire.bundle import Bundle, BundleStats
+from stream_ctx.core.wire.codec import encode_bundle
 from stream_ctx.errors import InvalidEventError
 from stream_ctx.settings import Settings
 from stream_ctx.shell.http.metrics import Metrics

@@ -18,10 +18,10 @@ import anyio
 import anyio.abc
 from aiokafka.structs import ConsumerRecord, TopicPartition
 
-from stream_ctx.core.bundle import Bundle
-from stream_ctx.core.events import Event
-from stream_ctx.core.processor import ContextProcessor
-from stream_ctx.core.tokenizer import get_tokenizer
+from stream_ctx.core.conversation.processor import ContextProcessor
+from stream_ctx.core.counting.tokenizer import get_tokenizer
+from stream_ctx.core.wire.bundle import Bundle
+from stream_ctx.core.wire.events import Event
 from stream_ctx.errors import ConversationReleasedError
 from stream_ctx.settings import Settings, client_kwargs
 from stream_ctx.shell.http.inspector.history import InspectorHistory

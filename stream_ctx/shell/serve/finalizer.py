@@ -13,8 +13,8 @@ import msgspec
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
-from stream_ctx.core.codec import decode_event
-from stream_ctx.core.events import BundleMode, Finalize, History, RenderOrder
+from stream_ctx.core.wire.codec import decode_event
+from stream_ctx.core.wire.events import BundleMode, Finalize, History, RenderOrder
 from stream_ctx.errors import BrokerError, FinalizeRefusedError, StreamCtxError
 from stream_ctx.shell.kafka import clients
 from stream_ctx.shell.serve.store import Kept

@@ -7,7 +7,7 @@ from typing import Any
 
 import msgspec
 
-from stream_ctx.core.bundle import Bundle
+from stream_ctx.core.wire.bundle import Bundle
 from stream_ctx.shell.serve.wire import ConversationList, ErrorBody, FinalizeRequest
 
 __all__ = ("openapi_document",)

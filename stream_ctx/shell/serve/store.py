@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import msgspec
 from cachetools import Cache, LRUCache
 
-from stream_ctx.core.bundle import Bundle
+from stream_ctx.core.wire.bundle import Bundle
 
 __all__ = ("BundleHead", "BundleStore", "Kept")
 

@@ -17,8 +17,8 @@ from aiokafka.errors import KafkaError
 from aiokafka.structs import ConsumerRecord, TopicPartition
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from stream_ctx.core.codec import decode_event
-from stream_ctx.core.events import Finalize
+from stream_ctx.core.wire.codec import decode_event
+from stream_ctx.core.wire.events import Finalize
 from stream_ctx.errors import (
     BrokerError,
     FinalizeRefusedError,

@@ -9,7 +9,7 @@ import msgspec
 import msgspec.inspect
 from msgspec import Meta
 
-from stream_ctx.core.events import BundleMode, History, RenderOrder
+from stream_ctx.core.wire.events import BundleMode, History, RenderOrder
 from stream_ctx.validation import invalid
 
 __all__ = ("ConversationList", "ErrorBody", "FinalizeRequest", "HeldConversation", "describe_error")

@@ -17,8 +17,13 @@ from typing import Protocol
 
 import msgspec
 
-from stream_ctx.core.accumulator import ContextItem
-from stream_ctx.core.changes import ConversationChange, ConversationState, ItemKey, Restored
+from stream_ctx.core.conversation.changes import (
+    ConversationChange,
+    ConversationState,
+    ItemKey,
+    Restored,
+)
+from stream_ctx.core.window.accumulator import ContextItem
 
 __all__ = (
     "ChangelogRecord",

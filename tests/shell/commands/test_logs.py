@@ -130,7 +130,7 @@ def test_without_the_compiled_core_run_says_so_once_and_goes_on(tmp_path: Path) 
     # An interpreter whose import of the compiled module fails, as an install built without a
     # C++ compiler.
     (tmp_path / "sitecustomize.py").write_text(
-        "import sys\nsys.modules['stream_ctx.core.compiled'] = None\n"
+        "import sys\nsys.modules['stream_ctx.core.text.compiled'] = None\n"
     )
     servers = f"127.0.0.1:{_closed_port()}"
     done = _stream_ctx("run", "--bootstrap-servers", servers, PYTHONPATH=str(tmp_path))
@@ -139,7 +139,7 @@ def test_without_the_compiled_core_run_says_so_once_and_goes_on(tmp_path: Path) 
     assert any("starting stream-ctx" in line and "(python core)" in line for line in lines)
     missing = [line for line in lines if "running the Python core" in line]
     assert len(missing) == 1
-    assert "compiled core (stream_ctx.core.compiled) is not built" in missing[0]
+    assert "compiled core (stream_ctx.core.text.compiled) is not built" in missing[0]
     version = _stream_ctx("--version", PYTHONPATH=str(tmp_path))
     assert version.stdout.strip().endswith("(python core)")
 

@@ -6,8 +6,8 @@ import io
 
 import msgspec
 
-from stream_ctx.core.config import BundleConfig
-from stream_ctx.core.events import Finalize
+from stream_ctx.core.window.config import BundleConfig
+from stream_ctx.core.wire.events import Finalize
 from stream_ctx.corpora.workload import WorkloadShape, generate
 from stream_ctx.shell.commands.replay import replay
 

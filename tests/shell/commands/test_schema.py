@@ -13,7 +13,7 @@ import jsonschema
 import msgspec
 import pytest
 
-from stream_ctx.core.codec import decode_event
+from stream_ctx.core.wire.codec import decode_event
 from stream_ctx.corpora.workload import WorkloadShape, generate
 from stream_ctx.errors import StreamCtxError
 

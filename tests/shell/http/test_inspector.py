@@ -14,11 +14,11 @@ import anyio
 import pytest
 from markupsafe import escape
 
-from stream_ctx.core.accumulator import RankedItem
-from stream_ctx.core.config import BundleConfig
-from stream_ctx.core.events import Event
-from stream_ctx.core.processor import ContextProcessor
-from stream_ctx.core.reader import Reference, read_context, read_references
+from stream_ctx.core.conversation.processor import ContextProcessor
+from stream_ctx.core.entries.reader import Reference, read_context, read_references
+from stream_ctx.core.window.accumulator import RankedItem
+from stream_ctx.core.window.config import BundleConfig
+from stream_ctx.core.wire.events import Event
 from stream_ctx.errors import ConfigError
 from stream_ctx.shell.http.inspector.history import InspectorHistory
 from stream_ctx.shell.http.inspector.overview import Series, Totals

@@ -12,9 +12,9 @@ import anyio
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from stream_ctx.core.config import BundleConfig
-from stream_ctx.core.events import Event
-from stream_ctx.core.processor import ContextProcessor
+from stream_ctx.core.conversation.processor import ContextProcessor
+from stream_ctx.core.window.config import BundleConfig
+from stream_ctx.core.wire.events import Event
 from stream_ctx.shell.http.metrics import Health, Metrics
 from stream_ctx.shell.http.server import http_app, run_http_server
 from tests.factories import make_end, make_finalize, make_item, make_retrieval

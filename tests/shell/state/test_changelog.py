@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import msgspec
 
-from stream_ctx.core.accumulator import WindowCounters
-from stream_ctx.core.changes import ConversationState
+from stream_ctx.core.conversation.changes import ConversationState
+from stream_ctx.core.window.accumulator import WindowCounters
 from stream_ctx.shell.state.changelog import RestoredPartition, context_key, item_key, state_key
 from tests.factories import T0, Written, make_context_item
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from stream_ctx.core.codec import encode_bundle
-from stream_ctx.core.config import BundleConfig
-from stream_ctx.core.events import Event
-from stream_ctx.core.processor import ContextProcessor
+from stream_ctx.core.conversation.processor import ContextProcessor
+from stream_ctx.core.window.config import BundleConfig
+from stream_ctx.core.wire.codec import encode_bundle
+from stream_ctx.core.wire.events import Event
 from stream_ctx.errors import ConversationReleasedError
 from stream_ctx.shell.state.changelog import ChangelogWrites, RestoredPartition
 from tests.factories import (

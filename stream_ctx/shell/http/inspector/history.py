@@ -11,8 +11,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
-from stream_ctx.core.bundle import Bundle
-from stream_ctx.core.processor import ContextProcessor, ItemEvent
+from stream_ctx.core.conversation.processor import ContextProcessor, ItemEvent
+from stream_ctx.core.wire.bundle import Bundle
 
 __all__ = ("ConversationHistory", "InspectorHistory", "TimelineEntry", "What")
 

@@ -18,8 +18,8 @@ from starlette.routing import BaseRoute, Mount, Route, Router
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from stream_ctx.core.accumulator import RankedItem
-from stream_ctx.core.config import BundleConfig
+from stream_ctx.core.window.accumulator import RankedItem
+from stream_ctx.core.window.config import BundleConfig
 from stream_ctx.errors import ConfigError
 from stream_ctx.shell.http.inspector.history import InspectorHistory
 from stream_ctx.shell.http.inspector.overview import Series, read_totals

@@ -8,12 +8,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
-from stream_ctx.core.accumulator import RankedItem
-from stream_ctx.core.bundle import Bundle, BundleItem
-from stream_ctx.core.reader import ContextSyntaxError, Reference, read_context, read_references
-from stream_ctx.core.render import naive_entry, stem_of
-from stream_ctx.core.scoring import recency
-from stream_ctx.core.tokenizer import Tokenizer, get_tokenizer
+from stream_ctx.core.counting.tokenizer import Tokenizer, get_tokenizer
+from stream_ctx.core.entries.reader import (
+    ContextSyntaxError,
+    Reference,
+    read_context,
+    read_references,
+)
+from stream_ctx.core.entries.render import naive_entry, stem_of
+from stream_ctx.core.window.accumulator import RankedItem
+from stream_ctx.core.window.scoring import recency
+from stream_ctx.core.wire.bundle import Bundle, BundleItem
 from stream_ctx.shell.http.inspector.history import ConversationHistory
 from stream_ctx.shell.http.inspector.overview import Series, Totals
 

@@ -1,0 +1,100 @@
+"""read_context: id stems read back exactly, and each refusal of a context the renderer does not
+write names the item and the place.
+
+That every rendered context reads back exactly is test_render.py's (property tests), whose ids
+are too short to have a stem."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from stream_ctx.core.entries.entry import render_lean
+from stream_ctx.core.entries.reader import ContextSyntaxError, read_context
+from stream_ctx.core.text.repeats import plan_texts
+from tests.factories import make_context_item
+
+
+def _refused(context: str, message: str) -> None:
+    with pytest.raises(ContextSyntaxError, match=f"^{re.escape(message)}$"):
+        read_context(context)
+
+
+def test_a_header_term_without_its_value_names_item_and_character() -> None:
+    _refused("§1 a (chunk) name\ntext\n", "item §1: expected '=' at character 17")
+
+
+def test_an_entry_not_numbered_next_names_the_number_expected_and_where() -> None:
+    _refused("§2 a (chunk)\nx\n", "expected item §1 at character 0")
+    _refused("hello\n", "expected item §1 at character 0")
+    (held,) = read_context("§1 a (chunk)\nx\n")
+    with pytest.raises(ContextSyntaxError, match=r"^expected item §2 at character 6$"):
+        read_context("kept\n\n§3 b (chunk)\ny\n", held=[held], start=6)
+
+
+def test_references_that_cannot_be_resolved_say_why() -> None:
+    first = "§1 a (chunk)\nsome text here\n"
+    _refused(f"{first}§2 b (chunk)\n[§2]\n", "item §2: [§2] names the item being read")
+    _refused("§1 a (chunk)\n[§2]\n", "item §1: [§2] names no earlier item")
+    _refused(
+        f'{first}§2 b (chunk)\n[§1 "some text"…"there"]\n',
+        'item §2: [§1 "some text"…"there"] is not in item §1',
+    )
+    _refused(
+        f'{first}§2 b (chunk)\nbefore [§2 "b"…"c"]\n',
+        'item §2: [§2 "b"…"c"] is not in item §2',
+    )
+    _refused(f"{first}§2 b (chunk)\nsee [§x]\n", "item §2: an unreadable reference in 'see [§x]'")
+    _refused(  # a diff's lead anywhere but at the start of the text
+        f"{first}§2 b (chunk)\nx\n[§1 with changes:]\n",
+        "item §2: an unreadable reference in 'x\\n[§1 with changes:]'",
+    )
+
+
+def test_a_diff_whose_hunks_do_not_apply_says_why() -> None:
+    _refused(
+        "§1 a (chunk)\nsome text\n§2 b (chunk)\n[§1 with changes:]\n@@\n-other text\n+new\n",
+        "item §2: hunk lines ['other text']... not found after line 1",
+    )
+    _refused(
+        "§1 a (chunk)\nsome text\n§2 b (chunk)\n[§1 with changes:]\n-some text\n",
+        "item §2: hunks start with '@@', got '-some text'",
+    )
+
+
+def test_an_entry_without_its_closing_newline_is_named() -> None:
+    _refused("§1 a (chunk)\ntext", "item §1 does not end with a newline")
+
+
+def test_ids_and_sources_abbreviated_by_their_stem_read_back_exactly() -> None:
+    items = [
+        make_context_item(id=item_id, content=text, attributes={"source": source}, entered=n)
+        for n, (item_id, source, text) in enumerate(
+            [
+                ("docs/guide.md#1", "docs/guide.md", "first passage of the guide"),
+                ("docs/guide.md#2", "docs/guide.md", "second passage of the guide"),
+                ("notes/release.txt:7", "notes/release.txt", "a note on the release"),
+            ]
+        )
+    ]
+    plans = plan_texts([item.content for item in items])
+    context = "".join(text for _, text in render_lean(items, plans))
+    assert context.startswith("§1 docs/guide.md#1 (chunk) source=~\n")
+    assert "\n§2 ~2 ^1\n" in context
+    read = read_context(context)
+    assert [(r.id, r.attributes) for r in read] == [(i.id, i.attributes) for i in items]
+
+
+def test_header_refusals_name_the_item_and_what_is_missing() -> None:
+    _refused("§1 a name=v\ntext\n", "item §1: neither `(kind)` nor `^k` in its header")
+    _refused("§1 a (chunk)x\ntext\n", "item §1: expected a newline at character 12")
+    _refused("§1 a (chunk\ntext\n", "item §1: expected ')' at character 11")
+    _refused("§1 ~x (chunk)\ntext\n", "item §1: `~` id without a base that has a stem")
+    _refused("§1 a (chunk) source=~\ntext\n", "item §1: a `~` value but the id has no stem")
+
+
+def test_a_base_that_is_not_an_earlier_item_and_a_missing_atom_are_named() -> None:
+    for base in ("^2", "^0"):
+        _refused(f"§1 a (chunk)\nx\n§2 b {base}\ny\n", "item §2: bad base at character 20")
+    _refused('§1 "a (x)\nx\n', "expected a JSON string at character 3")
