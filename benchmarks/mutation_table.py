@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # mutmut keeps its verdicts here; a fresh clone has none.
 VERDICTS = ROOT / "mutants" / "mutmut-stats.json"
 FIRST_RUN = "nice -n 19 .venv/bin/mutmut run --max-children 1"
-EQUIVALENT = ROOT / "docs" / "mutation-equivalent.txt"
+EQUIVALENT = ROOT / "docs" / "development" / "mutation-equivalent.txt"
 PREFIX = "stream_ctx.core."
 KILLED = {"killed", "timeout"}
 COLUMNS = ("mutants", "checked", "killed", "equivalent", "survived", "no tests", "not checked")
@@ -54,6 +54,11 @@ def equivalent() -> set[str]:
     return names
 
 
+def module_of(mutant: str) -> str:
+    """The core module a mutant belongs to, by its path under the core: `window/accumulator`."""
+    return "/".join(mutant.removeprefix(PREFIX).split(".")[:-1])
+
+
 def tally(status: dict[str, str], same: set[str]) -> dict[str, Counter[str]]:
     unknown = sorted(same - status.keys())
     not_surviving = sorted(n for n in same & status.keys() if status[n] != "survived")
@@ -64,7 +69,7 @@ def tally(status: dict[str, str], same: set[str]) -> dict[str, Counter[str]]:
         )
     by_module: dict[str, Counter[str]] = defaultdict(Counter)
     for name, state in status.items():
-        counts = by_module[name.removeprefix(PREFIX).split(".")[0]]
+        counts = by_module[module_of(name)]
         counts["mutants"] += 1
         if state == "not checked":
             counts["not checked"] += 1
