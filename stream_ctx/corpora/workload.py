@@ -18,6 +18,7 @@ import random
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Literal
 
 import msgspec
 
@@ -73,7 +74,8 @@ _TAGS = ("async", "auth", "db", "network", "perf", "security", "tests")
 _KINDS = ("chunk", "episode", "pattern", "tool_result")
 _DAY_MS = 86_400_000
 TEXTS = ("synthetic", "numpy", "stdlib")
-_WHITESPACE = re.compile(r"\s")
+# Where a chunker may cut: after any whitespace, or only after a sentence's end.
+_CUTS = {"space": re.compile(r"\s"), "sentence": re.compile(r"[.!?]\s+")}
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +93,9 @@ class WorkloadShape:
     start_ms: int = 1_764_480_000_000
     is_ending: bool = True
     text: str = "synthetic"
+    # `sentence` cuts chunks, and places the runbook quote, only between sentences: what a person
+    # reading the demo's contexts expects of a chunker. `space` is the benchmarks' fixed shape.
+    cut: Literal["space", "sentence"] = "space"
 
     def __post_init__(self) -> None:
         if self.text not in TEXTS:
@@ -141,13 +146,13 @@ def passage(rng: random.Random, chars: int, *, text: str = "synthetic") -> str:
     first, last = rng.choice(spans)
     start = min(rng.randint(first, max(first, last - chars)), max(0, len(joined) - chars))
     if start != first:
-        start = _after_space(joined, start)
-    return joined[start : _after_space(joined, start + chars)]
+        start = _after_cut(joined, start)
+    return joined[start : _after_cut(joined, start + chars)]
 
 
-def _after_space(text: str, pos: int) -> int:
-    """The position after the first whitespace at or past `pos` (the end if there is none)."""
-    found = _WHITESPACE.search(text, pos)
+def _after_cut(text: str, pos: int, cut: str = "space") -> int:
+    """The position after the first place to cut at or past `pos` (the end if there is none)."""
+    found = _CUTS[cut].search(text, pos)
     return len(text) if found is None else found.end()
 
 
@@ -155,17 +160,26 @@ def _chunks(
     rng: random.Random, shape: WorkloadShape, doc_id: str, runbook: str
 ) -> list[tuple[str, str]]:
     """Neighbouring chunks of one document, each overlapping the previous by about `overlap`,
-    cut after whitespace as a chunker cuts (never inside a word)."""
+    cut after whitespace (never inside a word) or between sentences, as the shape says."""
     low, high = shape.chunk_chars
     sizes = [rng.randint(low, high) for _ in range(rng.randint(3, 6))]
     text = passage(rng, sum(sizes), text=shape.text)
     if rng.random() < 0.5:
         at = rng.randint(0, len(text))
-        text = f"{text[:at]} As the runbook says: {runbook} {text[at:]}"
+        if shape.cut == "sentence":
+            at = _after_cut(text, at, "sentence")
+            quote = f"As the runbook says: {runbook.rstrip()}"
+            text = " ".join(part for part in (text[:at].rstrip(), quote, text[at:]) if part)
+        else:
+            text = f"{text[:at]} As the runbook says: {runbook} {text[at:]}"
+    if shape.cut == "sentence":  # paragraphs start at their first word, chunks end at a sentence's
+        text = text.replace("\n\n ", "\n\n")
     chunks, start = [], 0
     for n, size in enumerate(sizes):
-        chunks.append((f"{doc_id}:{n}", text[start : _after_space(text, start + size)]))
-        start = _after_space(text, start + max(1, int(size * (1 - shape.overlap))))
+        end = _after_cut(text, start + size, shape.cut)
+        chunk = text[start:end]
+        chunks.append((f"{doc_id}:{n}", chunk.rstrip() if shape.cut == "sentence" else chunk))
+        start = _after_cut(text, start + max(1, int(size * (1 - shape.overlap))), shape.cut)
     return chunks
 
 

@@ -96,3 +96,21 @@ def test_the_numpy_corpus_without_numpy_names_the_extra_to_install(
         match=r"^the numpy corpus needs numpy: pip install 'stream-ctx\[corpora\]'$",
     ):
         documents("numpy")
+
+
+def test_a_sentence_cut_shape_cuts_chunks_and_places_the_runbook_between_sentences() -> None:
+    events = generate(5, WorkloadShape(conversations=6, cut="sentence"))
+    contents = [
+        item.content.removeprefix(item.content.split("\n", 1)[0] + "\n")
+        if item.kind == "tool_result"
+        else item.content
+        for event in events
+        if isinstance(event, Retrieval)
+        for item in event.items
+    ]
+    assert contents
+    assert all(text[0].isupper() and text[-1] in ".!?" and "\n " not in text for text in contents)
+    assert any("As the runbook says: " in text for text in contents)
+    before = [text.split("As the runbook says: ")[0].rstrip() for text in contents]
+    assert all(not head or head[-1] in ".!?" for head in before)
+    assert _digest(WorkloadShape(conversations=3, cut="space")) == _SYNTHETIC_DIGEST

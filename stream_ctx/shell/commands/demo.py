@@ -51,7 +51,7 @@ async def run_demo(
     """Start a broker, run the processor, feed events, print bundles; 0 when every one came.
     With `inspect_port` the inspector serves on 127.0.0.1, with `serve_port` `stream-ctx serve`,
     and both stay open until Ctrl-C."""
-    shape = WorkloadShape(conversations=conversations)
+    shape = WorkloadShape(conversations=conversations, cut="sentence")
     if serve_port is not None:  # served conversations stay open, recent for serve's wall clock
         now_ms = time.time_ns() // 1_000_000
         shape = dataclasses.replace(shape, start_ms=now_ms - _RECENT_MS, is_ending=False)
