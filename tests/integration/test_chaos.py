@@ -75,7 +75,7 @@ LOG_TAIL_LINES = 12
 _ASSIGNED = re.compile(r"assigned (.*); restoring (\d+) partition")
 _REVOKED = re.compile(r"revoked (?!nothing$|while restoring: )(.+)")
 _DROPPED = re.compile(r"revoked while restoring: (.+)")
-_RESTORED = re.compile(r"runner: restored (\d+) conversation")
+_RESTORED = re.compile(r"ownership: restored (\d+) conversation")
 _HOUR_MS = 3_600_000
 
 
@@ -446,7 +446,7 @@ def is_restored_after_assignment(lines: list[str]) -> bool:
         ),
         default=None,
     )
-    return last is not None and any("runner: restored " in line for line in lines[last:])
+    return last is not None and any("ownership: restored " in line for line in lines[last:])
 
 
 def restored_counts(lines: list[str]) -> list[int]:
