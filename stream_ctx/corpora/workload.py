@@ -74,8 +74,12 @@ _TAGS = ("async", "auth", "db", "network", "perf", "security", "tests")
 _KINDS = ("chunk", "episode", "pattern", "tool_result")
 _DAY_MS = 86_400_000
 TEXTS = ("synthetic", "numpy", "stdlib")
+Cut = Literal["space", "sentence"]
 # Where a chunker may cut: after any whitespace, or only after a sentence's end.
-_CUTS = {"space": re.compile(r"\s"), "sentence": re.compile(r"[.!?]\s+")}
+_CUTS: dict[Cut, re.Pattern[str]] = {
+    "space": re.compile(r"\s"),
+    "sentence": re.compile(r"[.!?]\s+"),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +99,7 @@ class WorkloadShape:
     text: str = "synthetic"
     # `sentence` cuts chunks, and places the runbook quote, only between sentences: what a person
     # reading the demo's contexts expects of a chunker. `space` is the benchmarks' fixed shape.
-    cut: Literal["space", "sentence"] = "space"
+    cut: Cut = "space"
 
     def __post_init__(self) -> None:
         if self.text not in TEXTS:
@@ -150,7 +154,7 @@ def passage(rng: random.Random, chars: int, *, text: str = "synthetic") -> str:
     return joined[start : _after_cut(joined, start + chars)]
 
 
-def _after_cut(text: str, pos: int, cut: str = "space") -> int:
+def _after_cut(text: str, pos: int, cut: Cut = "space") -> int:
     """The position after the first place to cut at or past `pos` (the end if there is none)."""
     found = _CUTS[cut].search(text, pos)
     return len(text) if found is None else found.end()
