@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from stream_ctx.settings import Settings
 from stream_ctx.shell.kafka.admin import TopicSpec
 
-__all__ = ("DLQ_MAX_MESSAGE_BYTES", "OUTPUT_RETENTION_MS", "changelog_topic", "topics_to_create")
+__all__ = (
+    "DLQ_MAX_MESSAGE_BYTES",
+    "OUTPUT_RETENTION_MS",
+    "Topics",
+    "topics_to_create",
+)
 
 # Output and dead-letter topics we create keep a week: bundles are consumed within seconds, and
 # a week leaves time to inspect and re-drive dead letters. Existing topics are left as they are.
@@ -17,15 +23,30 @@ OUTPUT_RETENTION_MS = 7 * 24 * 3_600_000
 DLQ_MAX_MESSAGE_BYTES = 104_857_600
 
 
-def changelog_topic(input_topic: str, settings: Settings) -> str:
-    """The compacted topic holding the state of `input_topic`'s conversations."""
-    return f"{input_topic}.{settings.kafka.group_id}.{settings.state.changelog_suffix}"
+@dataclass(frozen=True, slots=True)
+class Topics:
+    """The names a member writes to: bundles, dead letters, and each input topic's changelog,
+    which is named after the input, the group and the changelog suffix."""
+
+    output: str
+    dead_letter: str
+    changelog_tag: str  # "<group id>.<changelog suffix>"
+
+    @classmethod
+    def of(cls, settings: Settings) -> Topics:
+        kafka, suffix = settings.kafka, settings.state.changelog_suffix
+        return cls(kafka.output_topic, kafka.dlq_topic, f"{kafka.group_id}.{suffix}")
+
+    def changelog(self, input_topic: str) -> str:
+        """The compacted topic holding the state of `input_topic`'s conversations."""
+        return f"{input_topic}.{self.changelog_tag}"
 
 
 def topics_to_create(settings: Settings, input_partitions: Mapping[str, int]) -> list[TopicSpec]:
     """Output and dead-letter topics as wide as the widest input; a compacted changelog per
     input topic with its partition count (co-partitioned), kept without time or size limit."""
     kafka, factor = settings.kafka, settings.state.replication_factor
+    topics = Topics.of(settings)
     widest = max(input_partitions.values())
     specs = [
         TopicSpec(
@@ -39,7 +60,7 @@ def topics_to_create(settings: Settings, input_partitions: Mapping[str, int]) ->
     ]
     specs += [
         TopicSpec(
-            name=changelog_topic(topic, settings),
+            name=topics.changelog(topic),
             partitions=partitions,
             is_compacted=True,
             replication_factor=factor,

@@ -18,10 +18,10 @@ from stream_ctx.core.conversation.changes import Restored
 from stream_ctx.core.conversation.processor import ContextProcessor
 from stream_ctx.core.memo import Memos
 from stream_ctx.core.window.accumulator import RankedItem
-from stream_ctx.settings import Settings
+from stream_ctx.core.window.config import BundleConfig
 from stream_ctx.shell.http.metrics import Health, Metrics
 from stream_ctx.shell.kafka.clients import SessionClients
-from stream_ctx.shell.kafka.topology import changelog_topic
+from stream_ctx.shell.kafka.topology import Topics
 from stream_ctx.shell.processing.offsets import InputOffsets
 from stream_ctx.shell.processing.stats import RunnerStats
 from stream_ctx.shell.state.changelog import Record, RestoredPartition
@@ -39,10 +39,12 @@ class OwnedPartitions(ConsumerRebalanceListener):  # type: ignore[misc]
 
     def __init__(
         self,
-        settings: Settings,
+        config: BundleConfig,
+        topics: Topics,
         clients: SessionClients,
         checkpoint: Checkpoint,
         *,
+        restore_timeout_s: float,
         lock: anyio.Lock,
         stats: RunnerStats,
         metrics: Metrics,
@@ -50,7 +52,9 @@ class OwnedPartitions(ConsumerRebalanceListener):  # type: ignore[misc]
         is_recording_items: bool,
         on_ready: Callable[[], None],
     ) -> None:
-        self._settings, self._clients, self._checkpoint = settings, clients, checkpoint
+        self._config, self._topics = config, topics
+        self._clients, self._checkpoint = clients, checkpoint
+        self._restore_timeout_s = restore_timeout_s
         # Held while processors change or process, so a revocation waits for the batch.
         self._lock = lock
         self._stats, self._metrics, self._health = stats, metrics, health
@@ -128,7 +132,7 @@ class OwnedPartitions(ConsumerRebalanceListener):  # type: ignore[misc]
             if tp not in pending:
                 continue
             processor = ContextProcessor(
-                self._settings.bundle,
+                self._config,
                 is_tracking_changes=True,
                 is_recording_items=self._is_recording_items,
                 memos=self.memos,
@@ -214,15 +218,14 @@ class OwnedPartitions(ConsumerRebalanceListener):  # type: ignore[misc]
         hold: Callable[[], Awaitable[None]] | None = None,
     ) -> dict[TopicPartition, RestoredPartition]:
         sources = {
-            TopicPartition(changelog_topic(tp.topic, self._settings), tp.partition): tp
-            for tp in partitions
+            TopicPartition(self._topics.changelog(tp.topic), tp.partition): tp for tp in partitions
         }
         return await read_changelogs(
             self._clients.restorer,
             sources,
             is_wanted=is_wanted,
             only=only,
-            timeout_s=self._settings.state.restore_timeout_s,
+            timeout_s=self._restore_timeout_s,
             beat=self._health.beat,
             hold=hold,
         )

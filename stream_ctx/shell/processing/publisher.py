@@ -13,11 +13,10 @@ from aiokafka.structs import ConsumerRecord, TopicPartition
 from stream_ctx.core.wire.bundle import Bundle, BundleStats
 from stream_ctx.core.wire.codec import encode_bundle
 from stream_ctx.errors import InvalidEventError
-from stream_ctx.settings import Settings
 from stream_ctx.shell.http.metrics import Metrics
 from stream_ctx.shell.kafka.clients import SessionClients
 from stream_ctx.shell.kafka.dead_letter import send_dead_letter
-from stream_ctx.shell.kafka.topology import changelog_topic
+from stream_ctx.shell.kafka.topology import Topics
 from stream_ctx.shell.processing.stats import RunnerStats
 from stream_ctx.shell.state.changelog import Record
 
@@ -38,14 +37,17 @@ class Publisher:
     bundle's latency once it is acknowledged."""
 
     def __init__(
-        self, settings: Settings, clients: SessionClients, *, stats: RunnerStats, metrics: Metrics
+        self,
+        topics: Topics,
+        clients: SessionClients,
+        *,
+        max_event_bytes: int,
+        stats: RunnerStats,
+        metrics: Metrics,
     ) -> None:
-        self._settings, self._clients, self._stats, self._metrics = (
-            settings,
-            clients,
-            stats,
-            metrics,
-        )
+        self._topics, self._clients, self._stats, self._metrics = topics, clients, stats, metrics
+        # A dead letter's value is cut to fit what the input topic carries, framing aside.
+        self._head_bytes = max(1, max_event_bytes - _RECORD_OVERHEAD_BYTES)
         # Dead letters keep their input partition modulo this: the dead-letter topic's width,
         # set by the runner once the topics exist.
         self.dlq_partitions = 1
@@ -56,7 +58,7 @@ class Publisher:
         `finalized_ms` is its finalize record's timestamp."""
         self._stats.bundles += 1
         sent: asyncio.Future[object] = await self._clients.producer.send(
-            self._settings.kafka.output_topic,
+            self._topics.output,
             encode_bundle(bundle),
             key=bundle.conversation_id.encode(),
         )
@@ -92,14 +94,13 @@ class Publisher:
             error,
             exc_info=not is_invalid,
         )
-        kafka = self._settings.kafka
         return await send_dead_letter(
             self._clients.producer,
             record,
             error,
-            topic=kafka.dlq_topic,
+            topic=self._topics.dead_letter,
             partitions=self.dlq_partitions,
-            head_bytes=max(1, kafka.max_event_bytes - _RECORD_OVERHEAD_BYTES),
+            head_bytes=self._head_bytes,
             on_truncated=self._metrics.dead_letter_truncated,
         )
 
@@ -107,7 +108,7 @@ class Publisher:
         self, tp: TopicPartition, records: list[Record]
     ) -> list[asyncio.Future[object]]:
         """Write changelog records of input partition `tp` to its co-partitioned changelog."""
-        topic = changelog_topic(tp.topic, self._settings)
+        topic = self._topics.changelog(tp.topic)
         return [
             await self._clients.changelog.send(topic, value, key=key, partition=tp.partition)
             for key, value in records

@@ -29,7 +29,7 @@ from stream_ctx.shell.http.metrics import Health, Metrics
 from stream_ctx.shell.kafka.admin import ensure_topics, partition_counts
 from stream_ctx.shell.kafka.clients import SessionClients
 from stream_ctx.shell.kafka.fetch import DECODE_ERRORS, Batch, fetch_isolating
-from stream_ctx.shell.kafka.topology import topics_to_create
+from stream_ctx.shell.kafka.topology import Topics, topics_to_create
 from stream_ctx.shell.processing.heap import run_heap
 from stream_ctx.shell.processing.intake import read_event
 from stream_ctx.shell.processing.ownership import OwnedPartitions
@@ -75,7 +75,14 @@ class Runner:
         self.stop = anyio.Event()
         self._kwargs = client_kwargs(settings.kafka)
         self.clients = SessionClients(settings.kafka)
-        self.publisher = Publisher(settings, self.clients, stats=self.stats, metrics=self.metrics)
+        topics = Topics.of(settings)
+        self.publisher = Publisher(
+            topics,
+            self.clients,
+            max_event_bytes=settings.kafka.max_event_bytes,
+            stats=self.stats,
+            metrics=self.metrics,
+        )
         self.checkpoint = Checkpoint(
             send=self.publisher.changelog,
             commit=self.clients.commit,
@@ -85,9 +92,11 @@ class Runner:
         # Held while a batch is processed or a revocation flushes and drops partitions.
         self._lock = anyio.Lock()
         self.partitions = OwnedPartitions(
-            settings,
+            settings.bundle,
+            topics,
             self.clients,
             self.checkpoint,
+            restore_timeout_s=settings.state.restore_timeout_s,
             lock=self._lock,
             stats=self.stats,
             metrics=self.metrics,
