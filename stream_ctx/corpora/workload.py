@@ -104,6 +104,8 @@ class WorkloadShape:
     def __post_init__(self) -> None:
         if self.text not in TEXTS:
             raise ValueError(f"WorkloadShape.text must be one of {TEXTS}, got {self.text!r}")
+        if self.cut not in _CUTS:
+            raise ValueError(f"WorkloadShape.cut must be one of {tuple(_CUTS)}, got {self.cut!r}")
 
 
 def _sentence(rng: random.Random) -> str:

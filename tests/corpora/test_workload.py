@@ -71,6 +71,8 @@ def test_real_text_passage_is_a_whitespace_cut_stretch_of_the_corpus() -> None:
 def test_workload_text_names_the_field_and_value() -> None:
     with pytest.raises(ValueError, match=r"WorkloadShape.text must be one of .*, got 'wiki'"):
         WorkloadShape(text="wiki")
+    with pytest.raises(ValueError, match=r"WorkloadShape.cut must be one of .*, got 'word'"):
+        WorkloadShape(cut="word")  # type: ignore[arg-type]
 
 
 def test_chunks_start_and_end_between_words() -> None:
