@@ -98,3 +98,14 @@ def test_a_base_that_is_not_an_earlier_item_and_a_missing_atom_are_named() -> No
     for base in ("^2", "^0"):
         _refused(f"§1 a (chunk)\nx\n§2 b {base}\ny\n", "item §2: bad base at character 20")
     _refused('§1 "a (x)\nx\n', "expected a JSON string at character 3")
+
+
+def test_after_a_base_a_tag_ends_where_a_removed_tag_starts() -> None:
+    read = read_context("§1 a (chunk) #x #y\nt\n§2 b ^1 #z -#x\nu\n")
+    assert [r.tags for r in read] == [["x", "y"], ["y", "z"]]
+
+
+def test_an_attribute_after_a_tag_is_refused() -> None:
+    _refused('§1 a (chunk) #"t" k=v\ntext\n', "item §1: an attribute after a tag at 18")
+    removed_then_attribute = '§1 a (chunk) #x\nt\n§2 b ^1 -#"x" k=v\nu\n'
+    _refused(removed_then_attribute, "item §2: an attribute after a tag at 32")
