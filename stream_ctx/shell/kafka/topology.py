@@ -45,8 +45,7 @@ class Topics:
 def topics_to_create(settings: Settings, input_partitions: Mapping[str, int]) -> list[TopicSpec]:
     """Output and dead-letter topics as wide as the widest input; a compacted changelog per
     input topic with its partition count (co-partitioned), kept without time or size limit."""
-    kafka, factor = settings.kafka, settings.state.replication_factor
-    topics = Topics.of(settings)
+    topics, factor = Topics.of(settings), settings.state.replication_factor
     widest = max(input_partitions.values())
     specs = [
         TopicSpec(
@@ -54,9 +53,9 @@ def topics_to_create(settings: Settings, input_partitions: Mapping[str, int]) ->
             partitions=widest,
             retention_ms=OUTPUT_RETENTION_MS,
             replication_factor=factor,
-            max_message_bytes=DLQ_MAX_MESSAGE_BYTES if topic == kafka.dlq_topic else None,
+            max_message_bytes=DLQ_MAX_MESSAGE_BYTES if topic == topics.dead_letter else None,
         )
-        for topic in (kafka.output_topic, kafka.dlq_topic)
+        for topic in (topics.output, topics.dead_letter)
     ]
     specs += [
         TopicSpec(
