@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Self
@@ -44,7 +44,14 @@ from stream_ctx.core.wire.events import (
 from stream_ctx.errors import BrokerError, MissingTopicError, StreamCtxError
 from stream_ctx.settings import KafkaSettings, client_kwargs
 
-__all__ = ("DEFAULT_TIMEOUT_S", "BundleTimeoutError", "ClientError", "ClientStats", "ContextClient")
+__all__ = (
+    "DEFAULT_TIMEOUT_S",
+    "BundleTimeoutError",
+    "ClientError",
+    "ClientStats",
+    "ContextClient",
+    "rewind_emptied",
+)
 
 log = logging.getLogger(__name__)
 
@@ -417,6 +424,8 @@ class _BundleReader:
                 for records in batch.values():
                     for record in records:
                         self._deliver(record)
+                if not batch:
+                    await rewind_emptied(self.consumer)
         except Exception as exc:
             log.exception("the bundle reader of %r stopped", self._output_topic)
             failure = ClientError(f"the bundle reader of {self._output_topic!r} stopped: {exc!r}")
@@ -458,6 +467,30 @@ class _BundleReader:
             waiter.error.__cause__ = error.__cause__
             waiter.done.set()
         self.waiting.clear()
+
+
+async def rewind_emptied(
+    consumer: AIOKafkaConsumer, partitions: Iterable[TopicPartition] | None = None
+) -> list[TopicPartition]:
+    """Read again from offset 0 each of `partitions` (default: the assigned ones) whose
+    position is past its high watermark: its log was emptied (a topic recreated, the embedded
+    broker restarted empty).
+
+    Kafka answers such a fetch with OffsetOutOfRange and the consumer resets to the earliest
+    offset; a broker that answers it with nothing would leave the reader waiting for offsets
+    the log will take long to reach. Call it after an empty fetch."""
+    emptied = []
+    for tp in consumer.assignment() if partitions is None else partitions:
+        mark = consumer.highwater(tp)
+        if mark is not None and await consumer.position(tp) > mark:
+            consumer.seek(tp, 0)
+            emptied.append(tp)
+    if emptied:
+        log.warning(
+            "%s: the position was past the end, the log was emptied; reading from offset 0",
+            ", ".join(f"{tp.topic}/{tp.partition}" for tp in sorted(emptied)),
+        )
+    return emptied
 
 
 def _now_ms() -> int:

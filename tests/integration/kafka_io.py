@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import anyio
@@ -146,6 +146,19 @@ async def high_watermarks(
     finally:
         await consumer.stop()
     raise AssertionError(f"no high watermark for every partition of {topic!r}")
+
+
+async def commit(
+    client_kwargs: ClientKwargs, group_id: str, offsets: Mapping[TopicPartition, int]
+) -> None:
+    """Commit `offsets` for the group from outside it, as a member of an old generation might."""
+    consumer = AIOKafkaConsumer(**client_kwargs, group_id=group_id, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        consumer.assign(list(offsets))
+        await consumer.commit(dict(offsets))
+    finally:
+        await consumer.stop()
 
 
 async def committed_offsets(

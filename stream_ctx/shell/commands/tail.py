@@ -15,6 +15,7 @@ import msgspec
 from aiokafka import ConsumerRecord, TopicPartition
 from aiokafka.errors import KafkaError
 
+from stream_ctx.client import rewind_emptied
 from stream_ctx.core.wire.bundle import Bundle
 from stream_ctx.errors import BrokerError, MissingTopicError
 from stream_ctx.settings import Settings, client_kwargs, load_settings
@@ -84,7 +85,10 @@ async def tail_bundles(
             # leaves it: a cancellation aiokafka swallows once cannot keep the tail running.
             await tasks.start(cancel_on_signal, tasks.cancel_scope)
             while max_bundles is None or shown < max_bundles:
-                shown += _show(await consumer.getmany(timeout_ms=_POLL_MS), out, shown, max_bundles)
+                batch = await consumer.getmany(timeout_ms=_POLL_MS)
+                shown += _show(batch, out, shown, max_bundles)
+                if not batch:
+                    await rewind_emptied(consumer)
             tasks.cancel_scope.cancel()
     except KafkaError as exc:
         raise BrokerError(f"reading {topic!r} failed: {exc!r}") from exc

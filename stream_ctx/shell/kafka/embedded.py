@@ -45,11 +45,27 @@ _LOG_NAME = "tansu.log"
 class EmbeddedBroker:
     """A running Tansu subprocess on a free 127.0.0.1 port; get one from `start()`."""
 
-    __slots__ = ("_process", "_workdir", "bootstrap_servers", "log_path")
+    __slots__ = (
+        "_advertised_port",
+        "_port",
+        "_process",
+        "_workdir",
+        "bootstrap_servers",
+        "log_path",
+    )
 
-    def __init__(self, process: subprocess.Popen[bytes], *, port: int, workdir: Path) -> None:
+    def __init__(
+        self,
+        process: subprocess.Popen[bytes],
+        *,
+        port: int,
+        workdir: Path,
+        advertised_port: int | None = None,
+    ) -> None:
         self._process = process
         self._workdir = workdir
+        self._port = port
+        self._advertised_port = advertised_port
         self.bootstrap_servers = f"{_HOST}:{port}"
         self.log_path = workdir / _LOG_NAME
 
@@ -79,6 +95,34 @@ class EmbeddedBroker:
     def is_running(self) -> bool:
         """Whether the broker process is still alive."""
         return self._process.poll() is None
+
+    def memory_bytes(self) -> int | None:
+        """The broker process's resident memory (its records live there); None if not readable."""
+        try:
+            status = Path(f"/proc/{self._process.pid}/status").read_text(encoding="ascii")
+        except OSError:
+            return None
+        for line in status.splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        return None
+
+    async def restart(self, *, ready_timeout_s: float = READY_TIMEOUT_S) -> None:
+        """Stop the broker and start an empty one on the same port: every record, offset and
+        group is dropped, and clients reconnect as to a restarted Kafka broker."""
+        await anyio.to_thread.run_sync(_terminate, self._process)
+        binary = _resolve_binary()
+        max_probes = math.ceil(ready_timeout_s / _PROBE_INTERVAL_S) + 1
+        try:
+            with anyio.fail_after(ready_timeout_s):
+                self._process, _ = await anyio.to_thread.run_sync(
+                    _spawn, binary, self.log_path, self._advertised_port, self._port
+                )
+                is_ready = await _wait_ready(self, max_probes=max_probes)
+        except TimeoutError:
+            is_ready = False
+        if not is_ready:
+            raise BrokerError(f"the embedded broker did not restart; see {self.log_path}")
 
     def stop(self) -> None:
         """Terminate the broker and delete its log directory; calling it twice is harmless."""
@@ -122,7 +166,9 @@ async def _launch(
                 process, bound = await anyio.to_thread.run_sync(
                     _spawn, binary, log_path, advertised_port, port
                 )
-                broker = EmbeddedBroker(process, port=bound, workdir=workdir)
+                broker = EmbeddedBroker(
+                    process, port=bound, workdir=workdir, advertised_port=advertised_port
+                )
                 is_ready = False
                 try:
                     is_ready = await _wait_ready(broker, max_probes=max_probes)

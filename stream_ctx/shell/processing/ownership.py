@@ -21,6 +21,7 @@ from stream_ctx.core.window.accumulator import RankedItem
 from stream_ctx.core.window.config import BundleConfig
 from stream_ctx.shell.http.metrics import Health, Metrics
 from stream_ctx.shell.kafka.clients import SessionClients
+from stream_ctx.shell.kafka.fetch import Batch
 from stream_ctx.shell.kafka.topology import Topics
 from stream_ctx.shell.processing.offsets import InputOffsets
 from stream_ctx.shell.processing.stats import RunnerStats
@@ -69,6 +70,9 @@ class OwnedPartitions(ConsumerRebalanceListener):  # type: ignore[misc]
         self._pending: set[TopicPartition] = set()
         self.offsets = InputOffsets()
         self._orphans: dict[TopicPartition, list[Record]] = {}
+        # Per restored partition, the input offset its state says the log reaches; checked
+        # against the high watermark of its first fetch (`without_emptied`).
+        self._restored_ends: dict[TopicPartition, int] = {}
 
     async def on_partitions_revoked(self, revoked: Iterable[TopicPartition]) -> None:
         await self.release(list(revoked))
@@ -89,6 +93,7 @@ class OwnedPartitions(ConsumerRebalanceListener):  # type: ignore[misc]
         self._pending.clear()
         self.offsets.clear()
         self._orphans.clear()
+        self._restored_ends.clear()
         self.mark_ready(is_rebalancing=True)  # ready again once assigned and restored
 
     def claim(self, assigned: list[TopicPartition]) -> None:
@@ -113,6 +118,7 @@ class OwnedPartitions(ConsumerRebalanceListener):  # type: ignore[misc]
                     if processor is not None:
                         processor.drop_learning()
                     self._orphans.pop(tp, None)  # the new owner cleans them up itself
+                    self._restored_ends.pop(tp, None)
         self._metrics.forget_partitions(revoked)
         self.count_held()
         log.info("revoked %s", _names(revoked))
@@ -131,17 +137,13 @@ class OwnedPartitions(ConsumerRebalanceListener):  # type: ignore[misc]
         for tp, state in restored.items():
             if tp not in pending:
                 continue
-            processor = ContextProcessor(
-                self._config,
-                is_tracking_changes=True,
-                is_recording_items=self._is_recording_items,
-                memos=self.memos,
-                learning=self._learning,
-            )
+            processor = self._new_processor()
             for cid in state.conversation_ids():
                 processor.restore_lazily(cid, partial(self._load, tp, state, cid))
                 conversations += 1
             self.processors[tp] = processor
+            if (end := state.end_offset()) is not None:
+                self._restored_ends[tp] = end
             pending.discard(tp)
             self._clients.consumer.resume(tp)
             self._stats.restored_conversations += processor.held
@@ -171,6 +173,52 @@ class OwnedPartitions(ConsumerRebalanceListener):  # type: ignore[misc]
             tp.topic,
             tp.partition,
             time.perf_counter() - started,
+        )
+
+    def start_over(self, emptied: list[TopicPartition]) -> None:
+        """Partitions whose input log was emptied (a topic recreated, the embedded broker
+        restarted empty): their windows start over with the log, from offset 0, since the
+        positions the old windows applied up to are gone."""
+        for tp in emptied:
+            old = self.processors[tp]
+            log.warning(
+                "input %s/%d was emptied: its %d held conversation(s) start over",
+                tp.topic,
+                tp.partition,
+                old.held,
+            )
+            old.drop_learning()
+            self.processors[tp] = self._new_processor()
+            self.offsets.forget([tp])
+            self._orphans.pop(tp, None)
+            self._restored_ends.pop(tp, None)
+        if emptied:
+            self.count_held()
+
+    def without_emptied(self, batch: Batch) -> Batch:
+        """`batch` less the restored partitions whose state applied input past the end of the
+        log their first fetch found: the log was emptied since (a member flushes its state into
+        the changelog of a broker restarted empty), so they start over from offset 0."""
+        consumer, emptied = self._clients.consumer, []
+        for tp in batch:
+            end = self._restored_ends.pop(tp, None)
+            highwater = consumer.highwater(tp)
+            if end is not None and highwater is not None and end > highwater:
+                emptied.append(tp)
+        if not emptied:
+            return batch
+        for tp in emptied:
+            consumer.seek(tp, 0)
+        self.start_over(emptied)
+        return {tp: records for tp, records in batch.items() if tp not in emptied}
+
+    def _new_processor(self) -> ContextProcessor:
+        return ContextProcessor(
+            self._config,
+            is_tracking_changes=True,
+            is_recording_items=self._is_recording_items,
+            memos=self.memos,
+            learning=self._learning,
         )
 
     def release_idle(self) -> None:

@@ -18,6 +18,7 @@ import anyio
 import anyio.abc
 from aiokafka.structs import ConsumerRecord, TopicPartition
 
+from stream_ctx.client import rewind_emptied
 from stream_ctx.core.conversation.processor import ContextProcessor
 from stream_ctx.core.counting.tokenizer import get_tokenizer
 from stream_ctx.core.wire.bundle import Bundle
@@ -163,6 +164,9 @@ class Runner:
                 continue
             batch = await self._fetch()
             if not batch:
+                async with self._lock:
+                    owned = self.partitions.processors
+                    self.partitions.start_over(await rewind_emptied(self.clients.consumer, owned))
                 if self.checkpoint.has_work:
                     # Idle: nothing else would flush it. In the background, so an event that
                     # arrives meanwhile is fetched and processed without waiting for the acks.
@@ -170,7 +174,7 @@ class Runner:
                         self.checkpoint.start_idle()
                 continue
             async with self._lock:
-                await self._process(batch)
+                await self._process(self.partitions.without_emptied(batch))
                 if time.monotonic() >= next_sweep:
                     self.partitions.release_idle()
                     next_sweep = time.monotonic() + _SWEEP_INTERVAL_S

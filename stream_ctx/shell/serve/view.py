@@ -17,6 +17,7 @@ from aiokafka.errors import KafkaError
 from aiokafka.structs import ConsumerRecord, TopicPartition
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from stream_ctx.client import rewind_emptied
 from stream_ctx.core.wire.codec import decode_event
 from stream_ctx.core.wire.events import Finalize
 from stream_ctx.errors import (
@@ -180,6 +181,8 @@ class BundleView:
                 fold = self._fold if tp.topic == self.kafka.output_topic else self._refusal
                 for record in records:
                     fold(record)
+            if not batch:
+                await rewind_emptied(consumer)
             if self.progress.is_done:
                 continue
             for tp in partitions:

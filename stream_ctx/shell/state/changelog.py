@@ -49,6 +49,15 @@ _item_decoder = msgspec.msgpack.Decoder(ContextItem)
 _state_decoder = msgspec.msgpack.Decoder(ConversationState)
 
 
+class _Position(msgspec.Struct, gc=False):
+    """A state's input position alone; its other fields are skipped, not decoded."""
+
+    position: int
+
+
+_position_decoder = msgspec.msgpack.Decoder(_Position)
+
+
 class ChangelogRecord(Protocol):
     """A changelog record as read back (aiokafka's ConsumerRecord is one): key and value, None
     for a tombstone."""
@@ -136,6 +145,13 @@ class RestoredPartition:
     def conversation_ids(self) -> list[str]:
         """Every conversation that has a state, in key order."""
         return [_head_decoder.decode(key).conversation for key in self._run(_key_prefix(2, "s"))]
+
+    def end_offset(self) -> int | None:
+        """One past the highest input offset a state here has applied (None: no state). The
+        input log reaches it, unless the log was emptied after the states were written."""
+        latest, decode = self._latest, _position_decoder.decode
+        positions = [decode(latest[key]).position for key in self._run(_key_prefix(2, "s"))]
+        return max(positions) + 1 if positions else None
 
     def conversations(
         self,

@@ -1,13 +1,15 @@
-"""`run`, `produce` and `tail` with no broker at a local address say how to start one."""
+"""`run`, `produce` and `tail` with no broker at a local address say how to start one;
+`broker --max-memory` reads a size or refuses it."""
 
 from __future__ import annotations
 
+import argparse
 import socket
 from pathlib import Path
 
 import pytest
 
-from stream_ctx.shell.commands.broker import start_hint
+from stream_ctx.shell.commands.broker import memory_size, start_hint
 from stream_ctx.shell.commands.cli import main
 
 EVENTS = Path(__file__).resolve().parents[3] / "examples" / "readme.jsonl"
@@ -47,3 +49,14 @@ def test_produce_without_a_broker_ends_with_the_hint(
         "start a local broker with `stream-ctx broker` (in another terminal,"
         " with the same --config)"
     )
+
+
+@pytest.mark.parametrize(("text", "size"), [("0", 0), ("512MiB", 512 << 20), ("2GiB", 2 << 30)])
+def test_max_memory_reads_sizes_in_binary_units(text: str, size: int) -> None:
+    assert memory_size(text) == size
+
+
+@pytest.mark.parametrize("text", ["2GB", "2", "-1GiB", "1.5GiB", "GiB", ""])
+def test_max_memory_refuses_anything_else_naming_the_value(text: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError, match=rf"`--max-memory` .* got {text!r}$"):
+        memory_size(text)

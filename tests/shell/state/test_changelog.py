@@ -14,10 +14,19 @@ IDS = ("c", "c-1", "c-10", "é" * 20, "x" * 40)
 
 
 def _state(
-    cid: str, window: list[tuple[str, int]], *, seq: int = 2, is_ended: bool = False
+    cid: str,
+    window: list[tuple[str, int]],
+    *,
+    seq: int = 2,
+    is_ended: bool = False,
+    position: int = 5,
 ) -> Written:
     state = ConversationState(
-        counters=WindowCounters(seq=seq), last_ts=T0, position=5, window=window, is_ended=is_ended
+        counters=WindowCounters(seq=seq),
+        last_ts=T0,
+        position=position,
+        window=window,
+        is_ended=is_ended,
     )
     return Written(state_key(cid), msgspec.msgpack.encode(state))
 
@@ -80,3 +89,13 @@ def test_a_reload_keeps_only_the_conversation_asked_for_and_counts_every_record(
     assert restored.conversation_ids() == ["c-1"]
     assert restored.records == 2 * len(IDS)
     assert [cid for cid, *_ in restored.conversations()] == ["c-1"]
+
+
+def test_end_offset_is_one_past_the_highest_position_of_the_latest_states() -> None:
+    restored = RestoredPartition()
+    assert restored.end_offset() is None
+    restored.fold([_item("c", "a", 1), _state("c", [("a", 1)], position=40)])
+    restored.fold([_state("c-1", [], position=7), _state("c", [("a", 1)], position=12)])
+    assert restored.end_offset() == 13
+    restored.fold([Written(state_key("c"), None)])
+    assert restored.end_offset() == 8
