@@ -49,6 +49,7 @@ class OrderResult:
     tokens_naive: int = 0
     tokens_pasted: int = 0
     over_naive: int = 0
+    worst: float = 0.0
     references: int = 0
     diffs: int = 0
     cutting_a_word: int = 0
@@ -79,6 +80,7 @@ def run(
         result.tokens_bundle += stats.tokens_bundle
         result.tokens_naive += stats.tokens_naive
         result.over_naive += stats.tokens_bundle > stats.tokens_naive
+        result.worst = max(result.worst, stats.tokens_bundle / stats.tokens_naive)
         result.tokens_pasted += tokenizer.count(_pasted(bundle))
         if bundle.conversation_id in seen:
             result.later_tokens += stats.tokens_bundle
@@ -218,9 +220,10 @@ def table(
         f"max_items {max_items}, tokenizer {encoding}",
         "",
         "| order | bundles | naive | pasted / naive | lean | lean / naive | bundles over naive "
-        "| references | diffs | references cutting a word | chain depth 1 / 2 / 3+ | max depth "
+        "| worst bundle lean / naive | references | diffs | references cutting a word "
+        "| chain depth 1 / 2 / 3+ | max depth "
         "| prefix share after the 1st | finalize p50 ms |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     results = [run(events, order, max_items=max_items, encoding=encoding) for order in ORDERS]
     for order, r in zip(ORDERS, results, strict=True):
@@ -229,7 +232,8 @@ def table(
         lines.append(
             f"| {order} | {r.bundles:,} | {r.tokens_naive:,} "
             f"| {r.tokens_pasted / r.tokens_naive:.3f} | {r.tokens_bundle:,} "
-            f"| **{r.tokens_bundle / r.tokens_naive:.3f}** | {r.over_naive} | {r.references:,} "
+            f"| **{r.tokens_bundle / r.tokens_naive:.3f}** | {r.over_naive} | {r.worst:.3f} "
+            f"| {r.references:,} "
             f"| {r.diffs:,} | {r.cutting_a_word} | {' / '.join(f'{d:,}' for d in depths)} "
             f"| {max(r.depths, default=0)} | {share:.1%} "
             f"| {statistics.median(r.finalize_ms):.2f} |"
