@@ -8,21 +8,16 @@ is skipped, which is how restored state never applies an event twice.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from stream_ctx.core.assembly.assembler import DagContextAssembler
-from stream_ctx.core.assembly.delta import SentState, pack_sent, unpack_sent
+from stream_ctx.core.assembly.delta import pack_sent
 from stream_ctx.core.assembly.finalize import Conversation, finalize
 from stream_ctx.core.assembly.learning import Learned, Learning
 from stream_ctx.core.assembly.prefix import pack_context, unpack_context
-from stream_ctx.core.conversation.changes import (
-    ConversationChange,
-    ConversationState,
-    ItemKey,
-    Restored,
-)
+from stream_ctx.core.conversation.changes import ConversationChange, ConversationState, Restored
+from stream_ctx.core.conversation.lifecycle import Closed, HeldConversation, Lifecycle
 from stream_ctx.core.counting.tokenizer import Tokenizer, get_tokenizer
 from stream_ctx.core.memo import Memos
 from stream_ctx.core.text.engine import Core, load_core
@@ -35,13 +30,9 @@ from stream_ctx.core.window.accumulator import (
 )
 from stream_ctx.core.window.config import BundleConfig
 from stream_ctx.core.wire.bundle import Bundle
-from stream_ctx.core.wire.events import End, Event, Finalize, Retrieval
-from stream_ctx.errors import ConversationReleasedError, FinalizeRefusedError
+from stream_ctx.core.wire.events import Event, Finalize, Retrieval
 
 __all__ = ("ContextProcessor", "ItemEvent", "ItemOutcomes")
-
-# How many restored, untouched conversations one idle sweep loads to check them.
-_DORMANT_LOADS_PER_SWEEP = 10_000
 
 
 @dataclass(slots=True)
@@ -71,46 +62,11 @@ class ItemEvent:
     result: AddResult
 
 
-@dataclass(slots=True)
-class _Conversation:
-    window: BundleAccumulator
-    last_ts: int
-    position: int
-    previous_context: bytes | None = None
-    # The SentState, packed (pack_sent): held by every conversation, read only at a finalize.
-    sent: bytes | None = None
-
-    def sent_state(self) -> SentState | None:
-        """What the model's history holds after the last bundle, unpacked."""
-        return unpack_sent(self.sent) if self.sent is not None else None
-
-
-@dataclass(frozen=True, slots=True)
-class _Gone:
-    """An ended or expired conversation: where it closed, its last bundle's seq (a restart
-    numbers on from it) and why ("ended" or "expired")."""
-
-    position: int
-    seq: int
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class _Released:
-    """What stays in memory of an idle conversation released on stream time: enough to restart
-    or end it; a late event within the TTL needs its full state restored first."""
-
-    last_ts: int
-    position: int
-    keys: tuple[ItemKey, ...]
-    context_seq: int | None
-    seq: int
-
-
 class ContextProcessor:
-    """All conversations of one input (a partition, or a replayed file). What the last finalizes
-    learned goes to `learning` (a member's processors may share one, as they may share `memos`):
-    the next finalize is faster, and no byte changes."""
+    """All conversations of one input (a partition, or a replayed file): each event goes to the
+    window its conversation's lifecycle names, and a finalize makes a bundle of it. What the last
+    finalizes learned goes to `learning` (a member's processors may share one, as they may share
+    `memos`): the next finalize is faster, and no byte changes."""
 
     def __init__(
         self,
@@ -127,17 +83,28 @@ class ContextProcessor:
         self.core = core if core is not None else load_core(config.core)
         self.tokenizer = tokenizer if tokenizer is not None else get_tokenizer(config.tokenizer)
         self.memos = memos if memos is not None else Memos()
-        self.conversations: dict[str, _Conversation] = {}
         self._learning = learning if learning is not None else Learning()
-        self.stream_time_ms = 0
+        self.lifecycle = Lifecycle(config, self._learning, on_close=self._closed)
         self._last_position = -1
-        self._released: dict[str, _Released] = {}
-        self._dormant: dict[str, Callable[[], Restored]] = {}
-        self._gone: dict[str, _Gone] = {}
         self._is_tracking = is_tracking_changes
         self._changes: dict[str, ConversationChange] = {}
         self._outcomes = ItemOutcomes()
         self._item_events: list[ItemEvent] | None = [] if is_recording_items else None
+
+    @property
+    def conversations(self) -> dict[str, HeldConversation]:
+        """The conversations held in memory, by id."""
+        return self.lifecycle.held
+
+    @property
+    def stream_time_ms(self) -> int:
+        """The latest event time this input has seen (0 before any)."""
+        return self.lifecycle.stream_time_ms
+
+    @property
+    def held(self) -> int:
+        """Conversations in memory, loaded or waiting to be."""
+        return self.lifecycle.count
 
     def apply(self, event: Event, *, position: int | None = None) -> Bundle | None:
         """Apply one event at `position` (increasing per input; by default one past the last)
@@ -145,69 +112,20 @@ class ContextProcessor:
         if position is None:
             position = self._last_position + 1
         self._last_position = max(self._last_position, position)
-        cid = event.conversation_id
-        load = self._dormant.pop(cid, None)
-        if load is not None:
-            self.restore(cid, *load())
-        conv = self.conversations.get(cid)
-        gone = self._gone.get(cid)
-        floor = conv.position if conv is not None else gone.position if gone else None
-        if floor is not None and position <= floor:
-            return None
-        ttl_ms = self.config.conversation_ttl_ms
-        released = self._released.get(cid)
-        if released is not None:
-            if position <= released.position:
-                return None
-            is_expired = ttl_ms is not None and event.ts - released.last_ts > ttl_ms
-            if not is_expired and not isinstance(event, End):
-                raise ConversationReleasedError(cid)
-            del self._released[cid]
-            self._discard(cid, released, position, is_ended=isinstance(event, End))
-        self.stream_time_ms = max(self.stream_time_ms, event.ts)
-        if conv is not None and ttl_ms is not None and event.ts - conv.last_ts > ttl_ms:
-            self._close(cid, conv, position, is_ended=False)
-            conv = None
-        if isinstance(event, End):
-            if conv is not None:
-                self._close(cid, conv, position, is_ended=True)
-            gone = self._gone.get(cid)
-            if gone is not None:  # one never seen stays unknown: nothing of it is persisted
-                self._gone[cid] = _Gone(position, gone.seq, "ended")
-            return None
+        conv = self.lifecycle.enter(event, position)
         if conv is None:
-            gone = self._gone.get(cid)
-            if isinstance(event, Finalize):
-                # No window to answer from: an empty bundle would replace the last good one.
-                raise FinalizeRefusedError(cid, gone.reason if gone else "unknown")
-            # Seq goes on from the last incarnation's, so bundle ids never repeat.
-            self._gone.pop(cid, None)
-            counters = WindowCounters(seq=gone.seq if gone else 0)
-            conv = self.conversations[cid] = _Conversation(
-                BundleAccumulator(self.config, counters=counters), event.ts, position
-            )
-        conv.last_ts, conv.position = event.ts, position
-        change = self._change(cid, conv)
+            return None
+        change = self._change(event.conversation_id, conv)
         if isinstance(event, Retrieval):
             self._add(conv.window, event, position, change)
-            return None
-        bundle, packed = self._finalize(cid, conv, event)
-        if change is not None:
-            if conv.previous_context is not None:
-                change.drop_context(bundle.seq - 1)
-            change.contexts_put[bundle.seq] = packed
-        conv.previous_context = packed
-        return bundle
+        elif isinstance(event, Finalize):  # an end closed its conversation in `enter`
+            return self._finalize(conv, event, change)
+        return None
 
     def restore_lazily(self, conversation_id: str, load: Callable[[], Restored]) -> None:
         """Register a persisted conversation to be loaded by `load` when its next event comes:
         a restore then costs little more than reading the changelog, and idle ones stay small."""
-        self._dormant[conversation_id] = load
-
-    @property
-    def held(self) -> int:
-        """Conversations in memory, loaded or waiting to be."""
-        return len(self.conversations) + len(self._dormant)
+        self.lifecycle.restore_lazily(conversation_id, load)
 
     def restore(
         self,
@@ -217,20 +135,7 @@ class ContextProcessor:
         previous_context: bytes | None = None,
     ) -> None:
         """Load a conversation's persisted state (changelog recovery)."""
-        self._released.pop(conversation_id, None)
-        self._learning.drop([conversation_id])
-        if state.is_ended:
-            seq = state.counters.seq
-            reason = "expired" if state.is_expired else "ended"
-            self._gone[conversation_id] = _Gone(state.position, seq, reason)
-            self.conversations.pop(conversation_id, None)
-            return
-        self._gone.pop(conversation_id, None)
-        window = BundleAccumulator(self.config, counters=state.counters, items=items)
-        sent = pack_sent(state.sent) if state.sent is not None else None
-        self.conversations[conversation_id] = _Conversation(
-            window, state.last_ts, state.position, previous_context, sent
-        )
+        self.lifecycle.restore(conversation_id, state, items, previous_context)
 
     def release_idle(self) -> int:
         """Free the memory of conversations idle longer than the TTL on this input's stream time.
@@ -240,41 +145,18 @@ class ContextProcessor:
         event), which raises ConversationReleasedError so the shell restores them first. So
         releasing never changes a bundle. Returns how many were released.
         """
-        ttl_ms = self.config.conversation_ttl_ms
-        if ttl_ms is None:
-            return 0
-        # Restored conversations not touched since are loaded a bounded number per sweep, so a
-        # big restore never stalls the stream and idle ones are released in time.
-        for cid in list(itertools.islice(self._dormant, _DORMANT_LOADS_PER_SWEEP)):
-            self.restore(cid, *self._dormant.pop(cid)())
-        idle = [
-            cid
-            for cid, conv in self.conversations.items()
-            if self.stream_time_ms - conv.last_ts > ttl_ms and cid not in self._changes
-        ]
-        for cid in idle:
-            conv = self.conversations.pop(cid)
-            self._learning.drop([cid])
-            keys = tuple((it.id, it.revision) for it in conv.window.items.values())
-            seq = conv.window.counters.seq if conv.previous_context is not None else None
-            self._released[cid] = _Released(
-                conv.last_ts, conv.position, keys, seq, conv.window.counters.seq
-            )
-        return len(idle)
+        return self.lifecycle.release_idle(is_busy=self._changes.__contains__)
 
     def forget(self, conversation_ids: Iterable[str]) -> None:
         """Drop conversations from memory (their partition was revoked); state stays durable."""
+        conversation_ids = list(conversation_ids)
+        self.lifecycle.forget(conversation_ids)
         for cid in conversation_ids:
-            self.conversations.pop(cid, None)
-            self._dormant.pop(cid, None)
-            self._released.pop(cid, None)
-            self._gone.pop(cid, None)
             self._changes.pop(cid, None)
-            self._learning.drop([cid])
 
     def drop_learning(self) -> None:
         """Forget what this input's finalizes learned (its partition moves away)."""
-        self._learning.drop(self.conversations)
+        self._learning.drop(self.lifecycle.held)
 
     def take_item_outcomes(self) -> ItemOutcomes:
         """Items accepted, rejected and evicted since the last call (for metrics)."""
@@ -290,7 +172,7 @@ class ContextProcessor:
 
     def window_of(self, conversation_id: str, *, now_ms: int) -> list[RankedItem] | None:
         """A loaded conversation's window ranked at `now_ms` (read-only); None if not loaded."""
-        conv = self.conversations.get(conversation_id)
+        conv = self.lifecycle.held.get(conversation_id)
         return conv.window.ranked(now_ms=now_ms) if conv is not None else None
 
     def take_changes(self) -> list[ConversationChange]:
@@ -298,7 +180,7 @@ class ContextProcessor:
         changes = list(self._changes.values())
         self._changes = {}
         for change in changes:
-            conv = self.conversations.get(change.conversation_id)
+            conv = self.lifecycle.held.get(change.conversation_id)
             if conv is not None:
                 change.state.window = [(it.id, it.revision) for it in conv.window.items.values()]
                 change.state.sent = conv.sent_state()
@@ -306,10 +188,8 @@ class ContextProcessor:
 
     def state_of(self, conversation_id: str) -> ConversationState | None:
         """The state a changelog would hold for this conversation now."""
-        conv = self.conversations.get(conversation_id)
-        if conv is None:
-            return None
-        return self._state(conv)
+        conv = self.lifecycle.held.get(conversation_id)
+        return conv.state() if conv is not None else None
 
     def _add(
         self,
@@ -334,8 +214,11 @@ class ContextProcessor:
                 change.drop((result.evicted.id, result.evicted.revision))
             change.put[(offered.id, position)] = window.items[offered.id]
 
-    def _finalize(self, cid: str, conv: _Conversation, event: Finalize) -> tuple[Bundle, bytes]:
-        """The bundle, and its full context packed (kept for the next one's prefix reuse)."""
+    def _finalize(
+        self, conv: HeldConversation, event: Finalize, change: ConversationChange | None
+    ) -> Bundle:
+        """The bundle; its full context is packed and kept for the next one's prefix reuse."""
+        cid = event.conversation_id
         conv.window.counters.seq += 1
         learned = self._learning.take(cid)
         if learned is None:
@@ -352,49 +235,40 @@ class ContextProcessor:
         conv.sent = pack_sent(done.sent)
         learned.sent = conv.sent, done.sent
         self._learning.keep(cid, learned)
-        return done.bundle, pack_context(done.full_context)
+        packed = pack_context(done.full_context)
+        if change is not None:
+            if previous is not None:
+                change.drop_context(done.bundle.seq - 1)
+            change.contexts_put[done.bundle.seq] = packed
+        conv.previous_context = packed
+        return done.bundle
 
-    def _change(self, cid: str, conv: _Conversation) -> ConversationChange | None:
+    def _change(self, cid: str, conv: HeldConversation) -> ConversationChange | None:
         if not self._is_tracking:
             return None
         change = self._changes.get(cid)
         if change is None:
-            change = self._changes[cid] = ConversationChange(cid, self._state(conv))
+            change = self._changes[cid] = ConversationChange(cid, conv.state())
         else:
-            change.state = self._state(conv)
+            change.state = conv.state()
         return change
 
-    def _close(self, cid: str, conv: _Conversation, position: int, *, is_ended: bool) -> None:
-        """End or expire a held conversation: its items are dropped from the changelog."""
-        del self.conversations[cid]
-        self._learning.drop([cid])
-        keys = tuple((it.id, it.revision) for it in conv.window.items.values())
-        seq = conv.window.counters.seq if conv.previous_context is not None else None
-        gone = _Released(conv.last_ts, conv.position, keys, seq, conv.window.counters.seq)
-        self._discard(cid, gone, position, is_ended=is_ended)
-
-    def _discard(self, cid: str, gone: _Released, position: int, *, is_ended: bool) -> None:
-        """Tombstone a conversation's records, leaving a "closed at `position`" state that
-        keeps its seq."""
-        self._gone[cid] = _Gone(position, gone.seq, "ended" if is_ended else "expired")
+    def _closed(self, closed: Closed) -> None:
+        """Tombstone a closed conversation's records, leaving a "closed at its position" state
+        that keeps its seq."""
         if not self._is_tracking:
             return
         marker = ConversationState(
-            counters=WindowCounters(seq=gone.seq),
-            last_ts=gone.last_ts,
-            position=position,
+            counters=WindowCounters(seq=closed.seq),
+            last_ts=closed.last_ts,
+            position=closed.position,
             is_ended=True,
-            is_expired=not is_ended,
+            is_expired=not closed.is_ended,
         )
+        cid = closed.conversation_id
         change = self._changes.setdefault(cid, ConversationChange(cid, marker))
-        for key in gone.keys:
+        for key in closed.keys:
             change.drop(key)
-        if gone.context_seq is not None:
-            change.drop_context(gone.context_seq)
+        if closed.context_seq is not None:
+            change.drop_context(closed.context_seq)
         change.state = marker
-
-    @staticmethod
-    def _state(conv: _Conversation) -> ConversationState:
-        return ConversationState(
-            counters=conv.window.counters, last_ts=conv.last_ts, position=conv.position
-        )

@@ -8,7 +8,8 @@ from collections.abc import Callable
 import pytest
 
 from stream_ctx.core.conversation.changes import ConversationState, Restored
-from stream_ctx.core.conversation.processor import _DORMANT_LOADS_PER_SWEEP, ContextProcessor
+from stream_ctx.core.conversation.lifecycle import _DORMANT_LOADS_PER_SWEEP
+from stream_ctx.core.conversation.processor import ContextProcessor
 from stream_ctx.core.window.accumulator import WindowCounters
 from stream_ctx.core.window.config import BundleConfig
 from stream_ctx.errors import ConversationReleasedError
