@@ -28,6 +28,7 @@ import anyio
 import msgspec
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.errors import KafkaError
+from provenance import machine
 from soak import SOAK_FETCH_WAIT_MS, TICK_S, Stream, rss_mib, write_config
 
 from stream_ctx.client import rewind_emptied
@@ -235,13 +236,16 @@ async def main() -> None:
     text = summary(samples, args, start_overs=start_overs)
     print(text, end="")
     if args.write:
-        command = " ".join(["python", "benchmarks/broker_memory.py", *sys.argv[1:]])
-        args.write.write_text(
-            "# The embedded broker's memory over a long local run\n\n"
-            f"Written by `{command}`. `stream-ctx broker` and `stream-ctx run` ran as two"
-            " processes on one config; the benchmark fed events and read bundles back.\n\n" + text,
-            encoding="utf-8",
-        )
+        args.write.write_text(PAGE.format(minutes=args.minutes, machine=machine()) + text)
+
+
+PAGE = """# The embedded broker's memory over a long local run
+
+Written by `python benchmarks/broker_memory.py --minutes {minutes:.0f} --write docs/benchmarks/broker-memory.md`
+({machine}). `stream-ctx broker` and `stream-ctx run` ran as two processes on one config; the benchmark fed events and read bundles back. Bundles trail
+finalizes by the ones in flight when a sample is taken; a restart drops what the broker held.
+
+"""
 
 
 if __name__ == "__main__":

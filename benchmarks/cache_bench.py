@@ -16,11 +16,11 @@ itself: its column is the share of input tokens that are the previous request's 
 from __future__ import annotations
 
 import argparse
-import platform
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from provenance import machine
 
 from stream_ctx import READING_GUIDE, BundleConfig, ContextProcessor
 from stream_ctx.core.counting.tokenizer import get_tokenizer
@@ -146,20 +146,12 @@ def main() -> None:
     parser.add_argument("--conversations", type=int, default=150)
     parser.add_argument("--write", metavar="PATH", help="also write the tables as markdown here")
     args = parser.parse_args()
-    lines = [HEADER.format(machine=_machine())]
+    lines = [HEADER.format(machine=machine())]
     for corpus in args.corpus or CORPORA:
         lines += ["", *table(corpus, args.conversations)]
         print("\n".join(lines[-7:]), flush=True)
     if args.write:
         Path(args.write).write_text("\n".join(lines) + "\n")
-
-
-def _machine() -> str:
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
-    ).stdout.strip()
-    python = f"{platform.python_implementation()} {platform.python_version()}"
-    return f"{platform.machine()}, {python}, commit {commit or 'unknown'}"
 
 
 HEADER = """# Prompt caching on real text

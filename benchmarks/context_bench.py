@@ -17,14 +17,14 @@ from __future__ import annotations
 import argparse
 import bisect
 import functools
-import platform
 import re
 import statistics
-import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from provenance import machine
 
 from stream_ctx import BundleConfig, ContextProcessor, read_context
 from stream_ctx.core.counting.tokenizer import ENCODINGS, EncodingName, get_tokenizer
@@ -293,7 +293,7 @@ def main() -> None:
     parser.add_argument("--tokenizer", choices=ENCODINGS, default="cl100k_base")
     parser.add_argument("--write", metavar="PATH", help="also write the tables as markdown here")
     args = parser.parse_args()
-    lines = [HEADER.format(command=_command(args), machine=_machine())]
+    lines = [HEADER.format(command=_command(args), machine=machine())]
     bounds: list[RepeatBound] = []
     for corpus in args.corpus or CORPORA:
         corpus_lines, bound = table(corpus, args.conversations, args.max_items, args.tokenizer)
@@ -310,14 +310,6 @@ def main() -> None:
 def _command(args: argparse.Namespace) -> str:
     corpora = "".join(f" --corpus {c}" for c in args.corpus or ())
     return f"python benchmarks/context_bench.py{corpora} --write {args.write}"
-
-
-def _machine() -> str:
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
-    ).stdout.strip()
-    python = f"{platform.python_implementation()} {platform.python_version()}"
-    return f"{platform.machine()}, {python}, commit {commit or 'unknown'}"
 
 
 HEADER = """# Context size on real text
