@@ -102,8 +102,7 @@ class Placements:
                 kept = _Kept(renamed(plan, serials), frozenset(serials[k] for k in read))
             plans[serial] = kept
             first = max(n - BASE_WINDOW, 0)
-            # A header may name any of the BASE_WINDOW before it, priced by their numbers' width.
-            key = (*helds[first : n + 1], len(str(first + 1)), len(str(n)), kept.plan)
+            key = (*helds[first : n + 1], *_base_widths(first + 1, n), kept.plan)
             last = self._templates.get(held)
             if last is not None and last[0] == key:
                 template = last[1]
@@ -149,3 +148,10 @@ def _ascending(ranks: list[int]) -> set[int]:
         steady.add(i)
         i = before[i]
     return steady
+
+
+def _base_widths(first: int, last: int) -> tuple[int, ...]:
+    """What pricing the bases numbered `first` to `last` a header may name depends on: their
+    numbers' width, and where a power of ten falls among them (` ^1000` costs a token more)."""
+    low, high = len(str(first)), len(str(last))
+    return (low,) if low == high else (low, 10**low - first)

@@ -84,3 +84,21 @@ def test_a_header_whose_dropped_tags_cost_more_than_it_saves_is_written_plain() 
     assert assembly.tokens_bundle <= assembly.tokens_naive
     assert not assembly.is_deduplicated
     assert [it.tags for it in read_context(assembly.context)] == [list(items[0].tags), []]
+
+
+def test_an_empty_text_written_plain_is_no_block() -> None:
+    attributes = {"source": "en-US", "lang": "numpy", "section": "en-US"}
+    items = [
+        make_context_item(
+            id="doc-0",
+            attributes=attributes,
+            tags=["needs-review", "api-v2", "é-t"],
+            content="Short text.0",
+            entered=0,
+        ),
+        make_context_item(id="doc-1", attributes=attributes, content="", entered=1),
+    ]
+    assembly = _assembled(items)
+    assert assembly.context.endswith("§2 doc-1 (chunk) source=en-US lang=numpy section=en-US\n\n")
+    assert assembly.blocks_by_id()["doc-1"] == []
+    assert assembly.dag.blocks == {assembly.blocks_by_id()["doc-0"][0]: "Short text.0"}

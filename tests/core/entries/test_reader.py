@@ -11,7 +11,12 @@ import re
 import pytest
 
 from stream_ctx.core.entries.entry import render_lean
-from stream_ctx.core.entries.reader import ContextSyntaxError, read_context
+from stream_ctx.core.entries.reader import (
+    ContextSyntaxError,
+    Reference,
+    read_context,
+    read_references,
+)
 from stream_ctx.core.text.repeats import plan_texts
 from tests.factories import make_context_item
 
@@ -38,6 +43,10 @@ def test_references_that_cannot_be_resolved_say_why() -> None:
     _refused(f"{first}§2 b (chunk)\n[§2]\n", "item §2: [§2] names the item being read")
     _refused("§1 a (chunk)\n[§2]\n", "item §1: [§2] names no earlier item")
     _refused(
+        "§1 a (chunk)\n[§2 with changes:]\n@@\n+x\n",
+        "item §1: [§2 with changes:]\n names no earlier item",
+    )
+    _refused(
         f'{first}§2 b (chunk)\n[§1 "some text"…"there"]\n',
         'item §2: [§1 "some text"…"there"] is not in item §1',
     )
@@ -46,6 +55,7 @@ def test_references_that_cannot_be_resolved_say_why() -> None:
         'item §2: [§2 "b"…"c"] is not in item §2',
     )
     _refused(f"{first}§2 b (chunk)\nsee [§x]\n", "item §2: an unreadable reference in 'see [§x]'")
+    _refused(f"{first}§2 b (chunk)\n[§x] [§1]\n", "item §2: an unreadable reference in '[§x] '")
     _refused(  # a diff's lead anywhere but at the start of the text
         f"{first}§2 b (chunk)\nx\n[§1 with changes:]\n",
         "item §2: an unreadable reference in 'x\\n[§1 with changes:]'",
@@ -109,3 +119,33 @@ def test_an_attribute_after_a_tag_is_refused() -> None:
     _refused('§1 a (chunk) #"t" k=v\ntext\n', "item §1: an attribute after a tag at 18")
     removed_then_attribute = '§1 a (chunk) #x\nt\n§2 b ^1 -#"x" k=v\nu\n'
     _refused(removed_then_attribute, "item §2: an attribute after a tag at 32")
+
+
+def test_an_items_text_may_hold_lines_that_look_like_other_items_leads() -> None:
+    # Only a line starting `§` and the next item's number ends a text, the first such line.
+    read = read_context("§1 a (chunk)\nx\n§3 w\n§2 b (chunk)\ny\n§2 z\n")
+    assert [r.content for r in read] == ["x\n§3 w", "y\n§2 z"]
+
+
+def test_each_header_term_overrides_what_the_terms_before_it_said() -> None:
+    # `-gone` drops a name the base lacks; `a=v` replaces `a=~`; `-b` drops `b=~`.
+    context = "§1 document:1 (chunk)\nx\n§2 document:2 ^1 -gone a=~ a=v b=~ -b\ny\n"
+    assert [r.attributes for r in read_context(context)] == [{}, {"a": "v"}]
+
+
+def test_after_a_base_a_bare_name_cannot_start_with_a_parenthesis() -> None:
+    _refused("§1 a (chunk)\nx\n§2 b ^1 k=v (x)=1\ny\n", "item §2: expected '=' at character 27")
+
+
+def test_read_references_gives_each_reference_its_place_item_and_text() -> None:
+    context = (
+        "§1 a (chunk)\nalpha beta gamma\n"
+        '§2 b (chunk)\nsee [§1 "beta"…"gamma"]\n'
+        "§3 c (chunk)\n[§1 with changes:]\n@@\n-alpha beta gamma\n+alpha beta delta\n"
+    )
+    assert read_references(context) == [
+        Reference(47, 66, 1, "beta gamma"),
+        Reference(80, 137, 1, "alpha beta delta"),
+    ]
+    assert context[47:66] == '[§1 "beta"…"gamma"]'
+    assert context[80:] == context[80:137] + "\n"  # a diff stands for its whole text

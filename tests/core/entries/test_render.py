@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from stream_ctx.core.conversation.processor import ContextProcessor
 from stream_ctx.core.counting.tokenizer import get_tokenizer
-from stream_ctx.core.entries.entry import render_lean
+from stream_ctx.core.entries.entry import Numbering, lean_template, render_lean
 from stream_ctx.core.entries.reader import ReadItem, read_context, read_references
 from stream_ctx.core.entries.render import (
     KIND,
@@ -27,8 +27,10 @@ from stream_ctx.core.entries.render import (
     VALUE,
     VALUE_AFTER_BASE,
     atom,
+    parts_of,
     render_naive,
 )
+from stream_ctx.core.memo import Memos
 from stream_ctx.core.text.plan import Ref, TextPlan
 from stream_ctx.core.text.quotes import choose_quotes
 from stream_ctx.core.text.repeats import is_worth, plan_texts
@@ -748,3 +750,61 @@ def test_render_lean_refuses_plans_for_another_number_of_items() -> None:
     items = [make_context_item(id=f"i{n}", content="text") for n in range(2)]
     with pytest.raises(ValueError, match="zip"):
         render_lean(items, [TextPlan(["text"])])
+
+
+def test_a_header_after_a_base_quotes_what_would_read_as_a_removal() -> None:
+    # After `^k`, `-` and `-#` start terms: a value `a - b` is quoted there, but tags and a
+    # removed name are bare or quoted by their own forms, not a value's.
+    common = {"team": "platform services", "region": "europe-west", "owner": "core"}
+    items = [
+        make_context_item(
+            id="one", content="first", attributes=common | {"a b": "1"}, tags=["keep", "p q=r"]
+        ),
+        make_context_item(
+            id="two",
+            content="second",
+            attributes=common | {"mode": "a - b"},
+            tags=["keep", "a b=c"],
+        ),
+    ]
+    context = _lean(items)
+    assert context.endswith('§2 two ^1 mode="a - b" -"a b" -#p q=r #a b=c\nsecond\n')
+    _assert_reads_back(read_context(context), items)
+
+
+def test_an_id_after_a_base_is_bare_where_an_id_reads_back_whole() -> None:
+    items = [
+        make_context_item(id=item_id, content=content)
+        for item_id, content in [("document:1", "a"), ("document:x y=z", "b"), ("p q=r", "c")]
+    ]
+    context = _lean(items)
+    assert context == "§1 document:1 (chunk)\na\n§2 ~x y=z ^1\nb\n§3 p q=r ^2\nc\n"
+    _assert_reads_back(read_context(context), items)
+
+
+def test_render_lean_writes_each_item_under_the_number_it_is_given() -> None:
+    items = [make_context_item(id=f"i{n}", content=f"text {n}") for n in range(2)]
+    segments = render_lean(items, plan_texts(["text 0", "text 1"]), numbers=[5, 1000])
+    assert "".join(text for _, text in segments) == "§5 i0 (chunk)\ntext 0\n§1000 i1 ^5\ntext 1\n"
+
+
+def test_a_lead_look_alike_starting_a_piece_after_a_line_end_is_escaped() -> None:
+    # A plan by hand, with two literal runs in a row.
+    items = [make_context_item(id="a", content="x\n"), make_context_item(id="b", content="x\n§2 y")]
+    context = "".join(
+        text for _, text in render_lean(items, [TextPlan(["x\n"]), TextPlan(["x\n", "§2 y"])])
+    )
+    assert context.endswith("§2 b ^1\nx\n\\§2 y\n")
+    _assert_reads_back(read_context(context), items)
+
+
+def test_a_template_holds_its_numbers_as_slots_and_no_empty_text() -> None:
+    items = [make_context_item(id=i, content="some words here") for i in ("a", "b")]
+    memos = Memos()
+    parts = [parts_of(item, memos) for item in items]
+    template = lean_template(items, parts, 1, [0, 1], TextPlan([Ref(0, 0, 15)]), memos)
+    assert template.segments == (("§", 1), (" b ^", 0, "\n"), ("[§", 0), "]\n")
+
+
+def test_a_numbering_counts_each_number_on_its_own() -> None:
+    assert Numbering({0: 7, 1: 1234}, get_tokenizer()).tokens == {0: 1, 1: 2}
