@@ -7,6 +7,7 @@ import uuid
 from stream_ctx.core.caches import MEMOS, CacheFigures, cache_figures
 from stream_ctx.core.conversation.processor import ContextProcessor
 from stream_ctx.core.counting.tokenizer import BpeTokenizer, get_tokenizer, shared_tokenizers
+from stream_ctx.core.memo import Memo, Memos
 from stream_ctx.core.window.config import BundleConfig
 from tests.factories import make_finalize, make_item, make_retrieval
 
@@ -171,3 +172,15 @@ def test_a_literal_reference_and_a_reference_written_alike_are_counted_apart() -
         bundle = processor.apply(make_finalize(conversation_id=conversation), position=2)
         assert bundle is not None and bundle.context.endswith(written)
         assert bundle.stats.tokens_bundle == tokenizer.count(bundle.context)
+
+
+def test_a_full_memo_table_drops_its_least_recently_used_entry_for_a_new_one() -> None:
+    def squared(n: int) -> int:
+        return n * n
+
+    memos, memo = Memos(), Memo("squares", squared, 2)
+    square = memos[memo]
+    assert [square(n) for n in (1, 2, 1, 3)] == [1, 4, 1, 9]  # 3 pushes out 2, not 1
+    assert memos.lookups(memo) == (1, 3, 2)
+    assert (square(1), square(2)) == (1, 4)
+    assert memos.lookups(memo) == (2, 4, 2)

@@ -121,9 +121,8 @@ class DagContextAssembler:
     def _hold(self, ranked: Sequence[RankedItem]) -> None:
         """Bring the held items up to `ranked`: gone ones dropped, changed ones written anew,
         new texts indexed."""
-        if len(self._held) > len(ranked):
-            for gone in self._held.keys() - {r.item.id for r in ranked}:
-                self._index.remove(self._held.pop(gone).text.serial)
+        for gone in self._held.keys() - {r.item.id for r in ranked}:
+            self._index.remove(self._held.pop(gone).text.serial)
         unindexed: list[ContextItem] = []
         for r in ranked:
             item, held = r.item, self._held.get(r.item.id)

@@ -259,6 +259,11 @@ def test_block_id_is_stable_across_processes() -> None:
     assert block_id(text) != block_id(text + " ")
 
 
+def test_a_block_id_is_b_and_the_text_s_48_bit_blake2b_in_hex() -> None:
+    assert block_id("The cat sat.") == "b8b63b50c0966"
+    assert block_id("") == "bddd9c40767f9"
+
+
 # Shared attributes and tags ----------------------------------------------------------------------
 
 

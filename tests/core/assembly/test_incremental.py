@@ -168,3 +168,22 @@ def test_a_window_renumbered_past_ten_counts_its_numbers_exactly() -> None:
         assert got is not None and expected is not None
         assert encode_bundle(got) == encode_bundle(expected)
         _assert_counted_exactly(got, get_tokenizer().count)
+
+
+def test_an_item_merged_with_only_a_new_kind_or_new_attributes_is_written_with_them() -> None:
+    processors = _twins(BundleConfig())
+    versions = [
+        make_item(id="doc", kind="chunk", attributes={"lang": "en"}),
+        make_item(id="doc", kind="page", attributes={"lang": "en"}),
+        make_item(id="doc", kind="page", attributes={"lang": "de"}),
+    ]
+    contexts = []
+    for n, item in enumerate(versions):
+        for processor in processors:
+            processor.apply(make_retrieval(items=[item]), position=2 * n)
+        contexts.append(_same_bundles(processors, make_finalize(), 2 * n + 1))
+    assert contexts == [
+        "§1 doc (chunk) lang=en\nsome retrieved text\n",
+        "§1 doc (page) lang=en\nsome retrieved text\n",
+        "§1 doc (page) lang=de\nsome retrieved text\n",
+    ]

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from stream_ctx.core.assembly.learning import Learning
+from stream_ctx.core.assembly.assembler import DagContextAssembler
+from stream_ctx.core.assembly.delta import SentState, pack_sent
+from stream_ctx.core.assembly.learning import Learned, Learning
 from stream_ctx.core.conversation.processor import ContextProcessor
+from stream_ctx.core.counting.tokenizer import get_tokenizer
 from stream_ctx.core.window.config import BundleConfig
 from tests.factories import make_finalize, make_item, make_retrieval
 
@@ -45,3 +48,25 @@ def test_a_window_larger_than_the_table_is_not_kept() -> None:
         ContextProcessor(BundleConfig(min_salience_threshold=0.0), learning=learning), "c-a", 3, 1
     )
     assert learning.items == 0
+
+
+def test_a_window_exactly_as_large_as_the_table_is_kept() -> None:
+    learning = Learning(max_items=3)
+    _finalized(
+        ContextProcessor(BundleConfig(min_salience_threshold=0.0), learning=learning), "c-a", 3, 1
+    )
+    assert learning.items == 3
+    assert learning.take("c-a") is not None
+
+
+def _sent(seq: int) -> SentState:
+    return SentState(seq=seq, entries=[], next_number=1, tokens_sent=seq, tokens_full=seq)
+
+
+def test_learned_sent_state_unpacks_the_bytes_it_is_given_not_the_last_ones() -> None:
+    learned = Learned(DagContextAssembler(get_tokenizer()))
+    first, second = pack_sent(_sent(1)), pack_sent(_sent(2))
+    assert learned.sent_state(None) is None
+    assert learned.sent_state(first) == _sent(1)
+    assert learned.sent_state(first) == _sent(1)
+    assert learned.sent_state(second) == _sent(2)

@@ -6,12 +6,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stream_ctx.core.assembly.prefix import pack_context, tokens_prefix_reused, unpack_context
+from stream_ctx.core.assembly.prefix import (
+    NO_BREAKPOINT,
+    cache_breakpoint,
+    pack_context,
+    tokens_prefix_reused,
+    unpack_context,
+)
 from stream_ctx.core.conversation.processor import ContextProcessor
 from stream_ctx.core.counting.tokenizer import BpeTokenizer, get_tokenizer
 from stream_ctx.core.text.textmatch import common_run
 from stream_ctx.core.window.config import BundleConfig
-from stream_ctx.core.wire.bundle import Bundle
+from stream_ctx.core.wire.bundle import Bundle, CacheBreakpoint
 from stream_ctx.core.wire.events import Event, Finalize, RenderOrder
 from stream_ctx.corpora.workload import WorkloadShape, generate
 from stream_ctx.shell.state.changelog import ChangelogWrites, RestoredPartition
@@ -156,3 +162,50 @@ def test_a_delta_has_no_cache_breakpoint_of_its_own() -> None:
     deltas = [b for b in bundles if b.mode == "delta"]
     assert deltas
     assert all(b.cache_breakpoint.chars == 0 for b in deltas)
+
+
+# Two entries as an assembly cuts and counts them.
+_TWO = [
+    ("§1", 2),
+    (" a (chunk)\n", 4),
+    ("First text", 2),
+    (".\n", 1),
+    ("§2", 2),
+    (" b ^1\n", 4),
+    ("Second text", 2),
+    (".\n", 1),
+]
+
+
+@pytest.mark.parametrize(
+    ("before", "segments", "point"),
+    [
+        # The previous context ends where the second entry starts: the first is shared whole.
+        ("§1 a (chunk)\nFirst text.\n", _TWO, CacheBreakpoint(chars=25, tokens=9, meets=[])),
+        # The texts part inside the second entry's content: its line start is no entry start.
+        (
+            "§1 a (chunk)\nFirst text.\n§2 b ^1\nSecond word.\n",
+            _TWO,
+            CacheBreakpoint(chars=25, tokens=9, meets=[]),
+        ),
+        # A lead-like segment inside a line starts no entry.
+        ("x§2 c\n", [("x", 1), ("§2", 1), (" b\n", 1)], NO_BREAKPOINT),
+        # An entry starting at the first line break, one character in.
+        (
+            "\n§1 c\n",
+            [("\n", 1), ("§1", 1), (" b\n", 1)],
+            CacheBreakpoint(chars=1, tokens=1, meets=[]),
+        ),
+        # All of it, exactly the smallest cached prefix.
+        (
+            "§1 a\n",
+            [("§1", 1000), (" a\n", 24)],
+            CacheBreakpoint(chars=5, tokens=1024, meets=[1024]),
+        ),
+    ],
+)
+def test_the_cache_breakpoint_is_the_last_entry_start_at_or_before_the_first_difference(
+    before: str, segments: list[tuple[str, int]], point: CacheBreakpoint
+) -> None:
+    context = "".join(text for text, _ in segments)
+    assert cache_breakpoint(before, context, segments) == point

@@ -265,6 +265,13 @@ def test_accumulator_ranked_is_best_first_at_given_time() -> None:
     assert [r.item.id for r in acc.ranked(now_ms=T0 + 2 * DAY_MS)] == ["old", "fresh"]
 
 
+def test_accumulator_ranked_breaks_a_full_tie_by_id_not_by_arrival() -> None:
+    acc = _window(max_items=5)
+    for item_id in ("c", "a", "b"):
+        acc.add(make_item(id=item_id, salience=0.5, created_at=T0), now_ms=T0)
+    assert [r.item.id for r in acc.ranked(now_ms=T0)] == ["a", "b", "c"]
+
+
 # Property: the window is the brute-force top-N ---------------------------------------------------
 
 
