@@ -9,7 +9,7 @@ from stream_ctx.core.entries.entry import render_lean
 from stream_ctx.core.entries.reader import read_context
 from stream_ctx.core.text.plan import Ref, TextPlan, resolve
 from stream_ctx.core.text.quotes import choose_quotes, find_passage
-from stream_ctx.core.text.repeats import MIN_PASSAGE_CHARS, plan_texts
+from stream_ctx.core.text.repeats import MIN_PASSAGE_CHARS, diff_cost, pieces_cost, plan_texts
 from tests.factories import make_context_item
 
 
@@ -122,3 +122,26 @@ def test_a_chunk_that_ends_inside_a_word_is_referenced_up_to_its_last_whole_line
     ref, rest = plan_texts([doc, chunk])[1].pieces
     assert isinstance(ref, Ref) and (ref.start, ref.tail) == (start, "tokens, 7.")
     assert rest == "\nLine 8 tells how the cache rejects expi"
+
+
+def test_a_rerun_sharing_exactly_half_of_its_characters_is_tried_as_a_diff() -> None:
+    old = "- item one\n- item two\n- item three\n"
+    new = "- item one\n- item two\nq r s t u v w y z k l\n"
+    assert len(new) == 2 * len("- item one\n- item two\n")
+    assert plan_texts([old, new])[1] == TextPlan(
+        [Ref(0, 0, 22), "q r s t u v w y z k l\n"],
+        0,
+        "@@\n - item two\n-- item three\n+q r s t u v w y z k l\n ",
+    )
+
+
+def test_a_diff_costing_exactly_one_and_a_half_times_the_pieces_is_written() -> None:
+    old = "}\n== ==\nclients must refresh tokens before the grace hour ends\nhello there\nok\n"
+    old += "alpha beta\nok\n== ==\n"
+    new = "== ==\nclients must refresh tokens before the grace hour ends\nhello there\nok\n"
+    # Written out (no line of it is worth a reference), the text costs 18 tokens.
+    plan = plan_texts([old, new])[1]
+    assert plan == TextPlan(
+        [Ref(0, 2, len(new))], 0, "@@\n-}\n == ==\n@@\n ok\n-alpha beta\n-ok\n-== ==\n "
+    )
+    assert (diff_cost(plan), pieces_cost([new])) == (27, 18)
