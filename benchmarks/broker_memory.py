@@ -241,9 +241,11 @@ async def main() -> None:
 
 PAGE = """# The embedded broker's memory over a long local run
 
-Written by `python benchmarks/broker_memory.py --minutes {minutes:.0f} --write docs/benchmarks/broker-memory.md`
-({machine}). `stream-ctx broker` and `stream-ctx run` ran as two processes on one config; the benchmark fed events and read bundles back. Bundles trail
-finalizes by the ones in flight when a sample is taken; a restart drops what the broker held.
+Written by
+`python benchmarks/broker_memory.py --minutes {minutes:.0f} --write docs/benchmarks/broker-memory.md`
+({machine}). `stream-ctx broker` and `stream-ctx run` ran as two processes on one config; the
+benchmark fed events and read bundles back. Bundles trail finalizes by the ones in flight when a
+sample is taken; a restart drops what the broker held.
 
 """
 
