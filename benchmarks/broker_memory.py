@@ -236,13 +236,13 @@ async def main() -> None:
     text = summary(samples, args, start_overs=start_overs)
     print(text, end="")
     if args.write:
-        args.write.write_text(PAGE.format(minutes=args.minutes, machine=machine()) + text)
+        args.write.write_text(PAGE.format(minutes=round(args.minutes), machine=machine()) + text)
 
 
 PAGE = """# The embedded broker's memory over a long local run
 
 Written by
-`python benchmarks/broker_memory.py --minutes {minutes:.0f} --write docs/benchmarks/broker-memory.md`
+`python benchmarks/broker_memory.py --minutes {minutes} --write docs/benchmarks/broker-memory.md`
 ({machine}). `stream-ctx broker` and `stream-ctx run` ran as two processes on one config; the
 benchmark fed events and read bundles back. Bundles trail finalizes by the ones in flight when a
 sample is taken; a restart drops what the broker held.
