@@ -2,30 +2,35 @@
 
 from __future__ import annotations
 
+import pytest
+
 from stream_ctx.core.assembly.assembler import DagContextAssembler
 from stream_ctx.core.counting.tokenizer import get_tokenizer
+from stream_ctx.core.entries.render import BASE_WINDOW
 from stream_ctx.core.window.accumulator import ContextItem, RankedItem
 from tests.factories import make_context_item
 
 
-def test_a_kept_header_is_priced_again_when_a_power_of_ten_moves_among_its_bases() -> None:
-    """Entries 1001-1015 see the step to four-digit bases at a position that moves when items
-    are inserted before them; a reused assembler writes what a fresh one writes."""
+@pytest.mark.parametrize(("between", "inserted"), [(1, 5), (BASE_WINDOW - 1, 1)])
+def test_a_kept_header_is_priced_again_when_a_power_of_ten_moves_among_its_bases(
+    between: int, inserted: int
+) -> None:
+    """An entry past 1000 whose base moves from number 999 to 1000 or further, as items are
+    inserted before them both: a reused assembler writes what a fresh one writes."""
     base = [_filler(n, entered=100 + n) for n in range(998)]
     one = make_context_item(
         id="one", content="first", attributes={"b": "x"}, tags=["t"], entered=2000
     )
-    mid = _filler(99999, entered=2001)
+    middle = [_filler(90_000 + n, entered=2001 + n) for n in range(between)]
     two = make_context_item(
-        id="two", content="second", attributes={"a": "1"}, tags=["t"], entered=2002
+        id="two", content="second", attributes={"a": "1"}, tags=["t"], entered=3000
     )
-    before = [*base, one, mid, two]
-    after = [*(_filler(10000 + n, entered=n) for n in range(5)), *before]
+    before = [*base, one, *middle, two]
+    after = [*(_filler(10_000 + n, entered=n) for n in range(inserted)), *before]
     reused = DagContextAssembler(get_tokenizer())
     _stable_context(reused, before)
-    assert _stable_context(reused, after) == _stable_context(
-        DagContextAssembler(get_tokenizer()), after
-    )
+    fresh = _stable_context(DagContextAssembler(get_tokenizer()), after)
+    assert _stable_context(reused, after) == fresh
 
 
 def _filler(n: int, *, entered: int) -> ContextItem:
