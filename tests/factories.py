@@ -199,3 +199,18 @@ class Written(NamedTuple):
 def written(writes: ChangelogWrites) -> list[Written]:
     """A batch's changelog records in the runner's write order: items, states, tombstones."""
     return [Written(key, value) for key, value in writes.items + writes.states + writes.tombstones]
+
+
+def plain_pair(second_content: str = "Short text.1") -> list[ContextItem]:
+    """Two items a lean context writes plain: naming the first in the second's header and
+    dropping its three tags costs a token more than writing the header out."""
+    attributes = {"source": "en-US", "lang": "numpy", "section": "en-US"}
+    first = make_context_item(
+        id="doc-0",
+        attributes=attributes,
+        tags=["needs-review", "api-v2", "é-t"],
+        content="Short text.0",
+        entered=0,
+    )
+    second = make_context_item(id="doc-1", attributes=attributes, content=second_content, entered=1)
+    return [first, second]

@@ -6,7 +6,7 @@ from stream_ctx.core.assembly.assembler import DagContextAssembler
 from stream_ctx.core.counting.tokenizer import get_tokenizer
 from stream_ctx.core.entries.render import render_naive
 from stream_ctx.core.window.accumulator import ContextItem, RankedItem
-from tests.factories import make_context_item
+from tests.factories import make_context_item, plain_pair
 
 
 def _ranked(items: list[ContextItem]) -> list[RankedItem]:
@@ -16,17 +16,7 @@ def _ranked(items: list[ContextItem]) -> list[RankedItem]:
 def test_a_budget_the_plain_rendering_meets_exactly_keeps_every_item() -> None:
     # Sharing would cost a token more here, so the context is written plain; a budget of the
     # plain context's count keeps it whole, though the shared rendering would not fit.
-    attributes = {"source": "en-US", "lang": "numpy", "section": "en-US"}
-    items = [
-        make_context_item(
-            id="doc-0",
-            attributes=attributes,
-            tags=["needs-review", "api-v2", "é-t"],
-            content="Short text.0",
-            entered=0,
-        ),
-        make_context_item(id="doc-1", attributes=attributes, content="Short text.1", entered=1),
-    ]
+    items = plain_pair()
     everything = DagContextAssembler(get_tokenizer()).assemble(
         _ranked(items), max_tokens=None, order="stable"
     )

@@ -12,7 +12,7 @@ from stream_ctx.core.assembly.assembler import Assembly, DagContextAssembler
 from stream_ctx.core.counting.tokenizer import get_tokenizer
 from stream_ctx.core.entries.reader import read_context
 from stream_ctx.core.window.accumulator import ContextItem, RankedItem
-from tests.factories import make_context_item
+from tests.factories import make_context_item, plain_pair
 
 # Words of letters, unicode, digits and the punctuation headers use, never a blank.
 _WORD = st.text(st.sampled_from(list('abXé中ß7-=.:/_#()"~^,@')), min_size=1, max_size=6)
@@ -68,17 +68,7 @@ def test_a_context_never_costs_more_than_the_baseline_whatever_its_metadata(
 
 
 def test_a_header_whose_dropped_tags_cost_more_than_it_saves_is_written_plain() -> None:
-    attributes = {"source": "en-US", "lang": "numpy", "section": "en-US"}
-    items = [
-        make_context_item(
-            id="doc-0",
-            attributes=attributes,
-            tags=["needs-review", "api-v2", "é-t"],
-            content="Short text.0",
-            entered=0,
-        ),
-        make_context_item(id="doc-1", attributes=attributes, content="Short text.1", entered=1),
-    ]
+    items = plain_pair()
     assembly = _assembled(items)
     assert "^1" not in assembly.context  # naming item 1 and dropping its tags cost a token more
     assert assembly.tokens_bundle <= assembly.tokens_naive
@@ -87,17 +77,7 @@ def test_a_header_whose_dropped_tags_cost_more_than_it_saves_is_written_plain() 
 
 
 def test_an_empty_text_written_plain_is_no_block() -> None:
-    attributes = {"source": "en-US", "lang": "numpy", "section": "en-US"}
-    items = [
-        make_context_item(
-            id="doc-0",
-            attributes=attributes,
-            tags=["needs-review", "api-v2", "é-t"],
-            content="Short text.0",
-            entered=0,
-        ),
-        make_context_item(id="doc-1", attributes=attributes, content="", entered=1),
-    ]
+    items = plain_pair("")
     assembly = _assembled(items)
     assert assembly.context.endswith("§2 doc-1 (chunk) source=en-US lang=numpy section=en-US\n\n")
     assert assembly.blocks_by_id()["doc-1"] == []
