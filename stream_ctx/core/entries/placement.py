@@ -152,6 +152,6 @@ def _ascending(ranks: list[int]) -> set[int]:
 
 def _base_widths(first: int, last: int) -> tuple[int, ...]:
     """What pricing the bases numbered `first` to `last` a header may name depends on: their
-    numbers' width, and where a power of ten falls among them (` ^1000` costs a token more)."""
-    low, high = len(str(first)), len(str(last))
-    return (low,) if low == high else (low, 10**low - first)
+    numbers' width, or where the widths differ (` ^1000` costs a token more), the numbers."""
+    width = len(str(first))
+    return (width,) if width == len(str(last)) else (first, last)
